@@ -1,0 +1,63 @@
+"""The evaluator protocol and the values it scores.
+
+Evaluators score in batches (`score_batch`) so reward models and remote endpoints can batch; a plain
+function `(completion, reference) -> float | None` is wrapped by `FunctionEvaluator`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A problem of a dataset: the user message and the reference answer."""
+
+    prompt: str
+    reference: str
+    problem_id: str = ""
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """What an evaluator sees: the prompt, the model's completion and the reference answer."""
+
+    prompt: str
+    completion: str
+    reference: str
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Scores samples; each reward is in [0, 1], or None when the sample cannot be scored."""
+
+    def score_batch(self, samples: list[ScoredSample]) -> list[float | None]:
+        """One reward per sample, in order."""
+
+
+class FunctionEvaluator:
+    """Adapts `fn(completion, reference) -> float | None` to the Evaluator protocol."""
+
+    def __init__(self, fn: Callable[[str, str], float | None], name: str = "") -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "custom")
+
+    def score_batch(self, samples: list[ScoredSample]) -> list[float | None]:
+        """Call the function on each sample and check its result."""
+        return [checked_reward(self.fn(s.completion, s.reference), self.name) for s in samples]
+
+
+def checked_reward(value: object, evaluator_name: str) -> float | None:
+    """Validate an evaluator's output: None, or a finite number in [0, 1] (bools count as 0/1)."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"evaluator {evaluator_name!r} returned {type(value).__name__}; "
+                        "expected a float in [0, 1] or None")
+    reward = float(value)
+    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+        raise ValueError(f"evaluator {evaluator_name!r} returned {reward}; rewards must lie in [0, 1]")
+    return reward

@@ -1,0 +1,144 @@
+"""Dataset loaders: files in the layouts of the public GSM8K, MATH-500, AIME and DeepScaleR
+releases, generic JSONL / JSON / Parquet with a field mapping, the offline synthetic task, and the
+Hugging Face hub (when it is reachable and `datasets` is installed).
+
+Field paths are dotted and may index lists: `prompt.0.content`, `reward_model.ground_truth`.
+
+    load_problems(DatasetSpec(kind="gsm8k", path="data/gsm8k/test.jsonl"))
+    load_problems(DatasetSpec(kind="jsonl", path="mine.jsonl", prompt_field="q", answer_field="a"))
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seedcast.evaluators.base import Problem
+from seedcast.evaluators.gsm8k import gsm8k_reference
+from seedcast.evaluators.synthetic import synthetic_problems
+
+# kind -> (prompt field, answer field) in the public releases' own layouts
+KNOWN_LAYOUTS: dict[str, tuple[str, str]] = {
+    "gsm8k": ("question", "answer"),
+    "math500": ("problem", "answer"),
+    "aime24": ("problem", "answer"),
+    "deepscaler": ("problem", "answer"),
+    "deepscaler-verl": ("prompt.0.content", "reward_model.ground_truth"),
+}
+FILE_KINDS = (*KNOWN_LAYOUTS, "jsonl", "json", "parquet")
+DATASET_KINDS = (*FILE_KINDS, "synthetic", "hf")
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be loaded as specified."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where problems come from. `path` is a file for file kinds and a hub id for `hf`."""
+
+    kind: str = "synthetic"
+    path: str | None = None
+    split: str = "train"
+    prompt_field: str | None = None
+    answer_field: str | None = None
+    limit: int | None = None
+    synthetic_size: int = 2000
+    synthetic_difficulty: int = 2
+    synthetic_seed: int = 0
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Records of a `.jsonl`, `.json` (one array) or `.parquet` file."""
+    if not path.is_file():
+        raise DatasetError(f"dataset file {path} does not exist")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".json":
+        records = json.loads(path.read_text())
+        if not isinstance(records, list):
+            raise DatasetError(f"{path} holds a JSON {type(records).__name__}; expected an array of objects")
+        return records
+    records = []
+    with path.open() as lines:
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise DatasetError(f"{path}:{number}: not JSON ({error})") from error
+    return records
+
+
+def field_value(record: dict[str, Any], dotted: str) -> Any:
+    """Follow a dotted path (`a.0.b`) through dicts and lists; KeyError names the missing part."""
+    value: Any = record
+    for part in dotted.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise KeyError(f"field {dotted!r} (at {part!r}); record has keys {sorted(record)}")
+    return value
+
+
+def answer_text(value: Any) -> str:
+    """Reference answers as strings: 142.0 -> "142", ["5"] -> "5"."""
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, origin: str) -> list[Problem]:
+    default_prompt, default_answer = KNOWN_LAYOUTS.get(spec.kind, ("problem", "answer"))
+    prompt_field, answer_field = spec.prompt_field or default_prompt, spec.answer_field or default_answer
+    problems = []
+    for index, record in enumerate(records):
+        try:
+            prompt, answer = str(field_value(record, prompt_field)), field_value(record, answer_field)
+        except KeyError as error:
+            raise DatasetError(f"{origin} record {index}: missing {error.args[0]}; set task.prompt_field / "
+                               "task.answer_field") from error
+        reference = answer_text(answer)
+        if spec.kind == "gsm8k":
+            reference = gsm8k_reference(reference) or reference
+        problems.append(Problem(prompt=prompt, reference=reference, problem_id=f"{origin}#{index}"))
+    return problems
+
+
+def _hub_records(spec: DatasetSpec) -> list[dict[str, Any]]:
+    try:
+        import datasets
+    except ImportError as error:
+        raise DatasetError("kind 'hf' needs the `datasets` package: pip install 'seedcast[hub]'") from error
+    if not spec.path:
+        raise DatasetError("kind 'hf' needs task.path set to a hub dataset id, e.g. openai/gsm8k")
+    name, _, config = spec.path.partition(":")
+    try:
+        return list(datasets.load_dataset(name, config or None, split=spec.split))
+    except Exception as error:  # the hub raises many types; all mean "not loadable here"
+        raise DatasetError(f"cannot load {spec.path} from the hub ({error}); use a local file instead") from error
+
+
+def load_problems(spec: DatasetSpec) -> list[Problem]:
+    """All problems of a dataset spec (at most `limit`)."""
+    if spec.kind == "synthetic":
+        problems = synthetic_problems(spec.synthetic_size, spec.synthetic_difficulty, spec.synthetic_seed)
+    elif spec.kind == "hf":
+        problems = _problems_from_records(_hub_records(spec), spec, spec.path or "hub")
+    elif spec.kind in FILE_KINDS:
+        if not spec.path:
+            raise DatasetError(f"dataset kind {spec.kind!r} needs task.path (a .jsonl, .json or .parquet file)")
+        problems = _problems_from_records(read_records(Path(spec.path)), spec, Path(spec.path).name)
+    else:
+        raise DatasetError(f"unknown dataset kind {spec.kind!r}; choose one of {', '.join(DATASET_KINDS)}")
+    if not problems:
+        raise DatasetError(f"dataset {spec.kind} {spec.path or ''} has no problems")
+    return problems[: spec.limit] if spec.limit else problems

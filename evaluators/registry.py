@@ -1,0 +1,95 @@
+"""Evaluator specs → evaluator objects.
+
+A spec is one of:
+- a built-in name: `gsm8k`, `math`, `synthetic`, `format` / `format-boxed`, `format-number`;
+- `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
+- `module:callable`, where the callable takes (completion, reference) and returns a float in
+  [0, 1] or None, or is a zero-argument factory/class whose instance has `score_batch`;
+- the name of an entry point in the `seedcast.evaluators` group, loaded the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from seedcast.evaluators.base import Evaluator, FunctionEvaluator
+from seedcast.evaluators.format_reward import boxed_format_reward, number_format_reward
+from seedcast.evaluators.gsm8k import gsm8k_reward
+from seedcast.evaluators.synthetic import synthetic_reward
+
+ENTRY_POINT_GROUP = "seedcast.evaluators"
+
+
+def _math() -> Evaluator:
+    from seedcast.evaluators.math_answer import MathEvaluator
+
+    return MathEvaluator()
+
+
+BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {
+    "gsm8k": lambda: FunctionEvaluator(gsm8k_reward, "gsm8k"),
+    "synthetic": lambda: FunctionEvaluator(synthetic_reward, "synthetic"),
+    "math": _math,
+    "format": lambda: FunctionEvaluator(boxed_format_reward, "format"),
+    "format-boxed": lambda: FunctionEvaluator(boxed_format_reward, "format-boxed"),
+    "format-number": lambda: FunctionEvaluator(number_format_reward, "format-number"),
+}
+
+
+class EvaluatorSpecError(ValueError):
+    """The evaluator spec names nothing that can be loaded."""
+
+
+def _from_object(target: object, spec: str) -> Evaluator:
+    if isinstance(target, Evaluator):
+        return target
+    if inspect.isclass(target) or (callable(target) and _arity(target) == 0):
+        made = target()
+        if isinstance(made, Evaluator):
+            return made
+        raise EvaluatorSpecError(f"{spec} made a {type(made).__name__}, which has no score_batch(samples) method")
+    if callable(target):
+        return FunctionEvaluator(target, spec)
+    raise EvaluatorSpecError(f"{spec} is a {type(target).__name__}, not a callable or an evaluator")
+
+
+def _arity(function: Callable) -> int:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    return sum(p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+               for p in parameters)
+
+
+def load_evaluator(spec: str) -> Evaluator:
+    """Build the evaluator a spec names (see the module docstring); errors say what is accepted."""
+    if spec in BUILTIN_EVALUATORS:
+        return BUILTIN_EVALUATORS[spec]()
+    if spec.startswith("reward-model:"):
+        from seedcast.evaluators.reward_model import LocalRewardModel
+
+        return LocalRewardModel(spec.removeprefix("reward-model:"))
+    if spec.startswith("remote:"):
+        from seedcast.evaluators.reward_model import RemoteRewardEndpoint
+
+        return RemoteRewardEndpoint(spec.removeprefix("remote:"))
+    plugins = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if spec in plugins:
+        return _from_object(plugins[spec].load(), spec)
+    if ":" in spec:
+        module_name, _, attribute = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise EvaluatorSpecError(f"cannot import module {module_name!r} for evaluator {spec!r}: {error}") from error
+        if not hasattr(module, attribute):
+            raise EvaluatorSpecError(f"module {module_name!r} has no attribute {attribute!r}")
+        return _from_object(getattr(module, attribute), spec)
+    known = ", ".join([*BUILTIN_EVALUATORS, *plugins])
+    raise EvaluatorSpecError(
+        f"unknown evaluator {spec!r}; use one of {known}, reward-model:PATH, remote:URL or module:callable"
+    )

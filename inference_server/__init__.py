@@ -1,0 +1,1 @@
+"""The long-lived Seedcast inference server: a gRPC front end over pluggable model backends."""

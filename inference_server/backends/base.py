@@ -1,0 +1,72 @@
+"""The backend protocol every inference backend implements, and the value types it exchanges.
+
+The gRPC servicer talks only to this protocol, so `hf`, `vllm` and test doubles are interchangeable
+and share one contract test (tests/test_backend_contract.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to generate: temperature 0 is greedy; `seed` makes sampling reproducible."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    samples_per_prompt: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated completion."""
+
+    text: str
+    tokens: int
+    truncated: bool
+
+
+@dataclass
+class BackendInfo:
+    """What a backend holds, reported by GetState."""
+
+    model: str
+    backend: str
+    device: str
+    dtype: str
+    parameters: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model copy that can be perturbed from seeds, restored exactly, and updated in float32.
+
+    Invariants every implementation keeps (pinned by the contract test):
+    - between calls the inference weights equal cast(master), where master is float32;
+    - `perturb` sets weights to cast(master + sign * sigma * noise(seed)); `restore` makes them
+      bit-identical to before the perturbation (by copying from master, never by subtracting);
+    - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order.
+    """
+
+    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
+        """Write the perturbed weights; only one perturbation may be active at a time."""
+
+    def restore(self) -> None:
+        """Return the inference weights to cast(master), bit-exactly."""
+
+    def apply_update(self, terms: list[tuple[int, float]]) -> None:
+        """master += sum(coeff * noise(seed)) in float32, then re-cast the inference weights."""
+
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
+        """For each user prompt, `sampling.samples_per_prompt` completions (chat template applied)."""
+
+    def fingerprint(self) -> str:
+        """Fingerprint of the float32 master weights (see noise.weights_fingerprint)."""
+
+    def info(self) -> BackendInfo:
+        """Model, backend, device, dtype and parameter count."""

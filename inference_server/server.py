@@ -1,0 +1,115 @@
+"""Start, run and gracefully stop an inference server.
+
+    seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
+
+`serve()` loads the backend, binds the port (0 picks a free one), marks the standard
+`grpc.health.v1` service SERVING, and on SIGTERM/SIGINT flips it to NOT_SERVING before stopping with
+a grace period, so load balancers drain it first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from seedcast.inference_server.backends import create_backend
+from seedcast.inference_server.backends.base import Backend
+from seedcast.inference_server.servicer import InferenceServicer
+from seedcast.inference_server.validation import Limits
+from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+
+log = logging.getLogger("seedcast.server")
+SERVICE_NAME = "seedcast.v1.InferenceServer"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Members can take minutes; keepalive pings keep idle streams through NATs without flooding.
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
+
+
+@dataclass
+class ServeOptions:
+    """How to run one server (the flags of `seedcast serve`)."""
+
+    backend: str = "hf"
+    model: str = "smollm2-135m-instruct"
+    host: str = "127.0.0.1"
+    port: int = 50051
+    device: str = "auto"
+    dtype: str = "auto"
+    threads: int | None = None
+    ready_file: str | None = None
+    grace_seconds: float = 5.0
+    limits: Limits = field(default_factory=Limits)
+
+
+class RunningServer:
+    """A started server: its port, servicer and the means to stop it."""
+
+    def __init__(self, server: grpc.aio.Server, servicer: InferenceServicer, health_servicer, port: int) -> None:
+        self.server = server
+        self.servicer = servicer
+        self.health = health_servicer
+        self.port = port
+
+    async def stop(self, grace_seconds: float = 5.0) -> None:
+        """Report NOT_SERVING, then stop accepting calls and wait up to `grace_seconds` for running ones."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_seconds)
+        self.servicer.close()
+
+
+async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0,
+                       limits: Limits | None = None) -> RunningServer:
+    """Serve `backend` on host:port (0 = a free port) and return once it accepts calls."""
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    servicer = InferenceServicer(backend, limits)
+    pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind {host}:{port}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, servicer, health_servicer, bound)
+
+
+def _write_ready_file(path: str, port: int) -> None:
+    target = Path(path)
+    temporary = target.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"port": port, "pid": os.getpid()}))
+    temporary.replace(target)  # atomic: a reader never sees half a file
+
+
+async def serve(options: ServeOptions) -> None:
+    """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
+    log.info("loading %s backend with model %s", options.backend, options.model)
+    backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
+                             threads=options.threads)
+    running = await start_server(backend, options.host, options.port, options.limits)
+    info = backend.info()
+    log.info("serving %s (%s, %s, %s params) on %s:%d, fingerprint %s", info.model, info.device, info.dtype,
+             f"{info.parameters:,}", options.host, running.port, running.servicer.fingerprint)
+    if options.ready_file:
+        _write_ready_file(options.ready_file, running.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("shutting down (grace %.1f s)", options.grace_seconds)
+    await running.stop(options.grace_seconds)

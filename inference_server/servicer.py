@@ -1,0 +1,142 @@
+"""The gRPC servicer: a thin layer that validates requests and drives one backend.
+
+All backend work runs on a single worker thread, one call at a time (an asyncio lock orders the
+calls), so a perturbation is never visible to another request and the event loop stays free to
+answer health checks while a member generates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import grpc
+
+from seedcast.evaluators.base import Evaluator
+from seedcast.evaluators.registry import load_evaluator
+from seedcast.inference_server.backends.base import Backend
+from seedcast.inference_server.member import evaluate_member, score_completions
+from seedcast.inference_server.validation import (
+    Limits,
+    RequestError,
+    check_problems,
+    check_task,
+    check_update,
+    sampling_from_proto,
+)
+from seedcast.proto import seedcast_pb2 as pb
+from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+
+log = logging.getLogger("seedcast.server")
+
+
+class InferenceServicer(pb_grpc.InferenceServerServicer):
+    """Implements the InferenceServer service over a Backend."""
+
+    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
+        self.backend = backend
+        self.limits = limits or Limits()
+        self.step = 0
+        self.fingerprint = backend.fingerprint()
+        self._lock = asyncio.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seedcast-backend")
+        self._evaluators: dict[str, Evaluator] = {}
+
+    async def _run(self, function, *args: Any, **kwargs: Any) -> Any:
+        async with self._lock:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, partial(function, *args, **kwargs))
+
+    def _evaluator(self, spec: str) -> Evaluator:
+        if spec not in self._evaluators:
+            try:
+                self._evaluators[spec] = load_evaluator(spec)
+            except Exception as error:
+                raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"evaluator {spec!r}: {error}") from error
+        return self._evaluators[spec]
+
+    async def Evaluate(self, request_iterator, context: grpc.aio.ServicerContext):
+        """Answer each MemberTask of the stream with a result or a failure, in order."""
+        batch: pb.PromptBatch | None = None
+        evaluator: Evaluator | None = None
+        async for request in request_iterator:
+            try:
+                if request.HasField("batch"):
+                    check_problems(request.batch.problems, self.limits)
+                    evaluator = await asyncio.get_running_loop().run_in_executor(
+                        None, self._evaluator, request.batch.evaluator)
+                    batch = request.batch
+                    continue
+                if not request.HasField("task"):
+                    raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "EvaluateRequest holds neither batch nor task")
+                task = request.task
+                sampling = check_task(task, batch, self.step, self.limits)
+            except RequestError as error:
+                await context.abort(error.code, error.message)
+            yield await self._evaluate(batch, evaluator, task, sampling)
+
+    async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
+        prompts = [p.prompt for p in batch.problems]
+        references = [p.reference for p in batch.problems]
+        try:
+            outcome = await self._run(evaluate_member, self.backend, evaluator, prompts, references,
+                                      batch.system_prompt, task.seed, task.sigma, task.sign, sampling)
+        except Exception as error:  # an evaluator or generation error fails this member only
+            log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)
+            return pb.EvaluateResponse(failure=pb.MemberFailure(
+                iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"))
+        return pb.EvaluateResponse(result=pb.MemberResult(
+            iteration=task.iteration, member=task.member, rewards=outcome.rewards,
+            completion_tokens=outcome.completion_tokens,
+            timings=pb.Timings(perturb_seconds=outcome.perturb_seconds, generate_seconds=outcome.generate_seconds,
+                               score_seconds=outcome.score_seconds, restore_seconds=outcome.restore_seconds)))
+
+    async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
+        """Apply the next update step and answer with the new fingerprint."""
+        async with self._lock:  # step check and application must not interleave with another update
+            try:
+                terms = check_update(request, self.step, self.limits)
+            except RequestError as error:
+                await context.abort(error.code, error.message)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+            self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+            self.step = request.step
+        log.info("applied step %d (%d terms), fingerprint %s", self.step, len(terms), self.fingerprint)
+        return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
+
+    async def GetState(self, request: pb.StateRequest, context: grpc.aio.ServicerContext) -> pb.ServerState:
+        """The step, fingerprint and what the backend holds."""
+        info = self.backend.info()
+        return pb.ServerState(step=self.step, weights_fingerprint=self.fingerprint, model=info.model,
+                              backend=info.backend, device=info.device, dtype=info.dtype, parameters=info.parameters)
+
+    async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:
+        """n completions per problem on the current weights, scored when an evaluator is named."""
+        try:
+            check_problems(request.problems, self.limits)
+            sampling = sampling_from_proto(request.sampling, self.limits)
+            evaluator = self._evaluator(request.evaluator) if request.evaluator else None
+        except RequestError as error:
+            await context.abort(error.code, error.message)
+        prompts = [p.prompt for p in request.problems]
+        completions = await self._run(self.backend.generate, prompts, sampling, request.system_prompt)
+        if evaluator is not None:
+            references = [p.reference for p in request.problems]
+            rewards = await asyncio.get_running_loop().run_in_executor(
+                None, score_completions, evaluator, prompts, references, completions)
+        else:
+            rewards = [[None] * len(group) for group in completions]
+        reply = pb.SampleReply(step=self.step)
+        for group, group_rewards in zip(completions, rewards, strict=True):
+            reply.problems.append(pb.ProblemSamples(
+                completions=[c.text for c in group],
+                rewards=[float("nan") if r is None else r for r in group_rewards],
+                completion_tokens=[c.tokens for c in group], truncated=[c.truncated for c in group]))
+        return reply
+
+    def close(self) -> None:
+        """Stop the backend worker thread."""
+        self._worker.shutdown(wait=False, cancel_futures=True)

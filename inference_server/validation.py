@@ -1,0 +1,114 @@
+"""Request validation: every field checked before anything touches the weights.
+
+Each check raises RequestError with the gRPC status to answer and a message naming the field and
+the accepted range, so a client sees exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import grpc
+
+from seedcast.inference_server.backends.base import Sampling
+from seedcast.proto import seedcast_pb2 as pb
+
+
+class RequestError(Exception):
+    """A request the server refuses; carries the status code to answer with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds on what one request may ask of the server."""
+
+    max_prompts: int = 1024
+    max_prompt_chars: int = 32_768
+    max_new_tokens: int = 8192
+    max_samples_per_prompt: int = 256
+    max_update_terms: int = 65_536
+    max_sigma: float = 1.0
+
+
+def _invalid(message: str) -> RequestError:
+    return RequestError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def check_finite(value: float, field: str) -> None:
+    """Refuse NaN and infinities."""
+    if not math.isfinite(value):
+        raise _invalid(f"{field} must be finite, got {value}")
+
+
+def check_sigma(sigma: float, limits: Limits, field: str = "sigma") -> None:
+    """sigma must be finite and in (0, max_sigma]."""
+    check_finite(sigma, field)
+    if not 0.0 < sigma <= limits.max_sigma:
+        raise _invalid(f"{field} must be in (0, {limits.max_sigma}], got {sigma}")
+
+
+def check_problems(problems, limits: Limits) -> None:
+    """Between 1 and max_prompts problems, each prompt non-empty and within max_prompt_chars."""
+    if not problems:
+        raise _invalid("problems must not be empty")
+    if len(problems) > limits.max_prompts:
+        raise _invalid(f"at most {limits.max_prompts} problems per request, got {len(problems)}")
+    for index, problem in enumerate(problems):
+        if not problem.prompt:
+            raise _invalid(f"problems[{index}].prompt is empty")
+        if len(problem.prompt) > limits.max_prompt_chars or len(problem.reference) > limits.max_prompt_chars:
+            raise _invalid(f"problems[{index}] is longer than {limits.max_prompt_chars} characters")
+
+
+def sampling_from_proto(message: pb.SamplingParams, limits: Limits) -> Sampling:
+    """Validated Sampling from its wire form."""
+    check_finite(message.temperature, "sampling.temperature")
+    check_finite(message.top_p, "sampling.top_p")
+    if message.temperature < 0:
+        raise _invalid(f"sampling.temperature must be >= 0, got {message.temperature}")
+    if not 0.0 < message.top_p <= 1.0:
+        raise _invalid(f"sampling.top_p must be in (0, 1], got {message.top_p}")
+    if not 1 <= message.max_new_tokens <= limits.max_new_tokens:
+        raise _invalid(f"sampling.max_new_tokens must be in [1, {limits.max_new_tokens}], got {message.max_new_tokens}")
+    if not 1 <= message.samples_per_prompt <= limits.max_samples_per_prompt:
+        raise _invalid(f"sampling.samples_per_prompt must be in [1, {limits.max_samples_per_prompt}], "
+                       f"got {message.samples_per_prompt}")
+    return Sampling(temperature=message.temperature, top_p=message.top_p, max_new_tokens=message.max_new_tokens,
+                    samples_per_prompt=message.samples_per_prompt, seed=message.seed)
+
+
+def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, limits: Limits) -> Sampling:
+    """A member task must follow a batch of the same iteration, at the server's step."""
+    if batch is None:
+        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, "a MemberTask arrived before any PromptBatch")
+    if task.iteration != batch.iteration:
+        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"task for iteration {task.iteration} but the current batch is iteration {batch.iteration}")
+    if task.expected_step != step:
+        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"task expects step {task.expected_step} but the server is at step {step}; "
+                           "sync updates first")
+    if task.sign not in (1, -1):
+        raise _invalid(f"sign must be +1 or -1, got {task.sign}")
+    check_sigma(task.sigma, limits)
+    return sampling_from_proto(task.sampling, limits)
+
+
+def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[tuple[int, float]]:
+    """An update must be the next step, with finite coefficients; returns its (seed, coeff) terms."""
+    if request.step != step + 1:
+        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"update step {request.step} does not follow the server's step {step}; "
+                           f"send step {step + 1}")
+    if len(request.terms) > limits.max_update_terms:
+        raise _invalid(f"at most {limits.max_update_terms} terms per update, got {len(request.terms)}")
+    check_sigma(request.sigma, limits)
+    for index, term in enumerate(request.terms):
+        check_finite(term.coeff, f"terms[{index}].coeff")
+    return [(term.seed, term.coeff) for term in request.terms]

@@ -1,0 +1,1 @@
+"""The central ES process: strategy (ask/tell), scheduler, run directory, export and the CLI."""

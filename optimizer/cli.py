@@ -1,0 +1,181 @@
+"""The `seedcast` command line.
+
+    seedcast train                          # ES on the bundled SmolLM2-135M, offline arithmetic task
+    seedcast train --config configs/gsm8k-cpu.yaml es.sigma=0.002 --local 2
+    seedcast train --resume runs/RUN        # continue a run where its update log stops
+    seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
+    seedcast export runs/RUN --out exported/  # a Hugging Face folder transformers can load
+    seedcast plot runs/RUN                  # reward curve PNG
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from seedcast.inference_server.server import ServeOptions, serve
+
+    options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
+                           dtype=args.dtype, threads=args.threads, ready_file=args.ready_file,
+                           grace_seconds=args.grace_seconds)
+    asyncio.run(serve(options))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.config import config_reference, load_config
+    from seedcast.optimizer.plots import plot_reward_curve
+    from seedcast.optimizer.run_dir import RunDirectory
+    from seedcast.optimizer.trainer import Trainer
+
+    if args.help_config:
+        print("\n".join(config_reference()))
+        return 0
+    overrides = list(args.overrides)
+    if args.servers is not None:
+        overrides.append(f"fleet.servers=[{args.servers}]")
+        if args.local is None:
+            overrides.append("fleet.local=0")
+    if args.local is not None:
+        overrides.append(f"fleet.local={args.local}")
+    if args.resume:
+        if args.config:
+            raise SystemExit("error: --resume takes the config from the run directory; drop --config")
+        run = RunDirectory(args.resume)
+        config = run.load_config(overrides)
+    else:
+        config = load_config(args.config, overrides)
+        run_dir = args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}"
+        run = RunDirectory.create(run_dir, config)
+    logging.getLogger("seedcast").info("run directory: %s", run.path)
+    started = time.perf_counter()
+    result = asyncio.run(Trainer(config, run, show_progress=not args.no_progress).train())
+    plot = plot_reward_curve(run.path)
+    rows = [r for r in result.metrics if r.get("reward_mean") is not None]
+    evals = [r for r in result.metrics if r.get("eval_reward") is not None]
+    print(f"\nfinished {result.iterations} iterations in {time.perf_counter() - started:.0f} s; "
+          f"fingerprint {result.fingerprint}")
+    if rows:
+        print(f"population reward: first iteration {rows[0]['reward_mean']:.3f} -> last {rows[-1]['reward_mean']:.3f}")
+    if len(evals) >= 2:
+        print(f"eval reward (unperturbed, greedy): base {evals[0]['eval_reward']:.3f} -> "
+              f"final {evals[-1]['eval_reward']:.3f}")
+    print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.export import export_run
+
+    summary = export_run(args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps)
+    match = summary["matches_servers"]
+    verdict = "" if match is None else f" ({'matches' if match else 'DIFFERS FROM'} the servers' fingerprint)"
+    print(f"wrote {args.out}: {summary['steps']} steps replayed, fingerprint {summary['fingerprint']}{verdict}")
+    return 0 if summary["matches_servers"] is not False else 1
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.plots import plot_reward_curve
+
+    print(plot_reward_curve(args.run_dir, args.out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with all subcommands and their documented options."""
+    parser = argparse.ArgumentParser(prog="seedcast", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run an inference server", description=(
+        "Run a long-lived inference server that perturbs, generates, scores and updates from seeds."))
+    serve.add_argument("--backend", default="hf", help="backend name (default: hf)")
+    serve.add_argument("--model", default="smollm2-135m-instruct",
+                       help="bundled alias, local HF folder, .gguf file or hub id (default: the bundled SmolLM2-135M)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
+    serve.add_argument("--port", type=int, default=50051, help="port to bind; 0 picks a free one (default: 50051)")
+    serve.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    serve.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
+                       help="inference dtype; auto = bf16 where native, else fp32 (default: auto)")
+    serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    serve.add_argument("--ready-file", default=None, help="write {port, pid} as JSON here once serving")
+    serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
+    serve.set_defaults(handler=_serve)
+
+    train = commands.add_parser("train", help="run ES training", description=(
+        "Run ES post-training. With no arguments: one local server on the bundled SmolLM2-135M-Instruct, "
+        "the offline arithmetic task, 10 iterations. Any config key can be set as key=value "
+        "(see --help-config)."), formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. es.sigma=0.002")
+    train.add_argument("--config", default=None, help="YAML config file (see configs/)")
+    train.add_argument("--servers", default=None, help="running servers host:port,host:port (sets fleet.servers; "
+                                                         "no local server unless --local is given)")
+    train.add_argument("--local", type=int, default=None, help="start N servers on this machine (fleet.local)")
+    train.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
+    train.add_argument("--resume", default=None, metavar="RUN_DIR",
+                       help="continue the run in RUN_DIR from its update log (overrides may raise iterations)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bars")
+    train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
+    train.set_defaults(handler=_train)
+
+    export = commands.add_parser("export", help="write a trained Hugging Face model folder", description=(
+        "Replay a run's update log onto its base model and write safetensors + config + tokenizer."))
+    export.add_argument("run_dir", help="the run directory")
+    export.add_argument("--out", required=True, help="output folder")
+    export.add_argument("--device", default="cpu", help="replay device; must match the servers' device type "
+                                                        "(default: cpu)")
+    export.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="dtype of the written weights (default: float32, the master copy)")
+    export.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
+    export.set_defaults(handler=_export)
+
+    plot = commands.add_parser("plot", help="plot a run's reward curve")
+    plot.add_argument("run_dir", help="the run directory")
+    plot.add_argument("--out", default=None, help="PNG path (default: RUN_DIR/reward_curve.png)")
+    plot.set_defaults(handler=_plot)
+    return parser
+
+
+def _expected_errors() -> tuple[type[Exception], ...]:
+    """Errors that are the user's to fix: printed as one clear message, without a traceback."""
+    from seedcast.evaluators.datasets import DatasetError
+    from seedcast.evaluators.registry import EvaluatorSpecError
+    from seedcast.inference_server.model_source import ModelNotFoundError
+    from seedcast.optimizer.client import ServerUnreachableError
+    from seedcast.optimizer.config import ConfigError
+    from seedcast.optimizer.local_fleet import LocalServerError
+    from seedcast.optimizer.run_dir import CorruptRunError
+    from seedcast.optimizer.scheduler import FleetExhaustedError
+    from seedcast.optimizer.trainer import FingerprintMismatchError
+
+    return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
+            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `seedcast` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("httpx", "urllib3", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if isinstance(error, _expected_errors()):
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The training configuration: one pydantic model per component, every field documented.
+
+Configs come from YAML files (`configs/*.yaml`) plus `key=value` overrides on the command line
+(`es.sigma=0.002 iterations=20`). Validation reports every problem at once, each with the key
+and what to set, before anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from seedcast.evaluators.datasets import DATASET_KINDS, FILE_KINDS, DatasetSpec
+from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION
+from seedcast.evaluators.math_answer import MATH_INSTRUCTION
+from seedcast.evaluators.synthetic import LEVELS, SYNTHETIC_INSTRUCTION
+from seedcast.inference_server.model_source import BUNDLED_MODEL
+
+
+class ConfigError(ValueError):
+    """One or more configuration problems, all listed in the message."""
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Section):
+    """The model every server loads."""
+
+    name: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file, or hub id.")
+    backend: str = Field("hf", description="Inference backend of local servers (`seedcast serve --backend`).")
+    device: str = Field("auto", description="Device of local servers: auto, cpu, cuda, cuda:N.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="Inference dtype; auto = bf16 where the hardware has it natively, else fp32.")
+
+
+class TaskConfig(Section):
+    """The problems, how they are asked, and how answers are scored."""
+
+    dataset: str = Field("synthetic", description=f"Dataset kind: {', '.join(DATASET_KINDS)}.")
+    path: str | None = Field(None, description="Data file (file kinds) or hub id (hf).")
+    split: str = Field("train", description="Split for the hf kind.")
+    prompt_field: str | None = Field(None, description="Dotted field of the problem text (jsonl/json/parquet).")
+    answer_field: str | None = Field(None, description="Dotted field of the reference answer.")
+    limit: int | None = Field(None, ge=1, description="Use only the first N problems.")
+    evaluator: str | None = Field(None, description="Evaluator spec; default follows the dataset.")
+    instruction: str | None = Field(None, description="Text appended to every problem; default follows the evaluator.")
+    system_prompt: str = Field("", description="System message; empty keeps the chat template's default.")
+    synthetic_difficulty: int = Field(2, description=f"Synthetic task level, one of {sorted(LEVELS)}.")
+    synthetic_size: int = Field(2000, ge=1, description="Number of synthetic problems to draw batches from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TaskConfig:
+        problems = []
+        if self.dataset not in DATASET_KINDS:
+            problems.append(f"task.dataset: unknown kind {self.dataset!r}; set one of {', '.join(DATASET_KINDS)}")
+        if (self.dataset in FILE_KINDS or self.dataset == "hf") and not self.path:
+            problems.append(f"task.path: dataset {self.dataset!r} needs a path (a data file, or a hub id for hf)")
+        if self.synthetic_difficulty not in LEVELS:
+            problems.append(f"task.synthetic_difficulty: set one of {sorted(LEVELS)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def evaluator_spec(self) -> str:
+        """The evaluator to score with: explicit, else the dataset's natural one."""
+        if self.evaluator:
+            return self.evaluator
+        return {"synthetic": "synthetic", "gsm8k": "gsm8k"}.get(self.dataset, "math")
+
+    def instruction_text(self) -> str:
+        """The instruction appended to each problem."""
+        if self.instruction is not None:
+            return self.instruction
+        return {"synthetic": SYNTHETIC_INSTRUCTION, "gsm8k": GSM8K_INSTRUCTION,
+                "math": MATH_INSTRUCTION}.get(self.evaluator_spec(), "")
+
+    def dataset_spec(self, seed: int) -> DatasetSpec:
+        """The loader's view of this section."""
+        return DatasetSpec(kind=self.dataset, path=self.path, split=self.split, prompt_field=self.prompt_field,
+                           answer_field=self.answer_field, limit=self.limit, synthetic_size=self.synthetic_size,
+                           synthetic_difficulty=self.synthetic_difficulty, synthetic_seed=seed)
+
+
+class SamplingConfig(Section):
+    """How members generate. Greedy (temperature 0) keeps rewards a function of the weights alone."""
+
+    temperature: float = Field(0.0, ge=0.0, description="0 = greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
+    max_new_tokens: int = Field(16, ge=1, le=8192, description="Tokens per completion at most.")
+    samples_per_prompt: int = Field(1, ge=1, le=256, description="Completions per problem and member.")
+
+
+class ESConfig(Section):
+    """The evolution strategy."""
+
+    mirrored: bool = Field(True, description="Evaluate ±ε pairs (antithetic sampling); needs an even population.")
+    population: int = Field(16, ge=2, description="Members per iteration (N).")
+    sigma: float = Field(2e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
+    learning_rate: float = Field(1e-3, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
+    shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
+
+    @field_validator("population")
+    @classmethod
+    def _even_when_mirrored(cls, population: int, info: ValidationInfo) -> int:
+        # A field validator (not a model validator) so this is reported even when other fields fail.
+        if info.data.get("mirrored", True) and population % 2:
+            raise ValueError(f"mirrored sampling needs an even population, got {population}; "
+                             "set es.population to an even number or es.mirrored=false")
+        return population
+
+
+class FleetConfig(Section):
+    """Which inference servers do the work."""
+
+    servers: list[str] = Field(default_factory=list, description="Running servers as host:port.")
+    local: int = Field(1, ge=0, le=64, description="Servers to start on this machine (`--local N`).")
+    threads_per_server: int | None = Field(None, ge=1,
+                                           description="Torch threads per local server; default: cores / local.")
+    connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
+    start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
+
+    @model_validator(mode="after")
+    def _check(self) -> FleetConfig:
+        if not self.servers and self.local == 0:
+            raise ValueError("fleet: no servers; set fleet.servers (host:port,...) or fleet.local >= 1")
+        for address in self.servers:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"fleet.servers: {address!r} is not host:port")
+        return self
+
+
+class TrainConfig(Section):
+    """An ES training run. Every field can be set in YAML or as key=value."""
+
+    seed: int = Field(0, ge=0, description="Run seed: member seeds, minibatches and sampling derive from it.")
+    iterations: int = Field(10, ge=1, description="ES iterations (= update steps).")
+    batch_size: int = Field(32, ge=1, description="Problems per iteration, shared by all members.")
+    eval_every: int = Field(5, ge=0, description="Score the unperturbed weights every N iterations (0 = never).")
+    eval_size: int = Field(64, ge=1, description="Problems in that fixed evaluation set (greedy, one sample each).")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    es: ESConfig = Field(default_factory=ESConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{dotted}: {part} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """`["es.sigma=0.01", "fleet.servers=[a:1,b:2]"]` → nested dict; values parsed as YAML scalars/lists."""
+    tree: dict[str, Any] = {}
+    bad = [item for item in overrides if "=" not in item or not item.split("=", 1)[0]]
+    if bad:
+        raise ConfigError("overrides must look like key=value (e.g. es.sigma=0.002): " + ", ".join(bad))
+    for item in overrides:
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        _set_dotted(tree, key.strip(), value)
+    return tree
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        both_sections = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merge(merged[key], value) if both_sections else value
+    return merged
+
+
+def _describe(error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "config"
+    if error["type"] == "extra_forbidden":
+        return f"{location}: unknown key; remove it or check its spelling (`seedcast train --help-config` lists keys)"
+    message = error["msg"].removeprefix("Value error, ")
+    if location != "config" and message.startswith(location.split(".")[0]):
+        return message
+    return f"{location}: {message}"
+
+
+def build_config(data: dict[str, Any]) -> TrainConfig:
+    """Validate a config tree; every problem is reported at once in a ConfigError."""
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as error:
+        lines = [f"  - {_describe(item)}" for item in error.errors()]
+        raise ConfigError(f"{len(lines)} configuration problem(s):\n" + "\n".join(lines)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict[str, Any] | None = None) -> TrainConfig:
+    """Defaults ← `base` (a run's snapshot) ← YAML file ← key=value overrides, validated together."""
+    data: dict[str, Any] = dict(base or {})
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(loaded).__name__}")
+        data = _merge(data, loaded)
+    data = _merge(data, parse_overrides(overrides or []))
+    return build_config(data)
+
+
+def config_reference(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[str]:
+    """One line per key: `es.sigma = 0.002  Noise scale σ.` (for --help-config and docs)."""
+    lines = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            lines.extend(config_reference(annotation, f"{prefix}{name}."))
+            continue
+        default = field.get_default(call_default_factory=True)
+        lines.append(f"{prefix}{name} = {default!r}  {field.description or ''}".rstrip())
+    return lines

@@ -1,0 +1,57 @@
+"""`seedcast export RUN_DIR --out DIR`: replay the update log onto the base model, write a HF folder.
+
+The replay uses the same float32 update code as the servers, on the CPU by default. Noise from a
+seed is identical on one device type only, so a run trained on CUDA servers must be exported with
+`--device cuda` to reproduce its weights bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from seedcast.inference_server.model_source import load_model_and_tokenizer
+from seedcast.inference_server.noise import apply_update_terms, weights_fingerprint
+from seedcast.optimizer.run_dir import RunDirectory
+
+
+def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = None, show_progress: bool = False):
+    """(model with the replayed float32 weights on `device`, tokenizer, fingerprint, steps replayed)."""
+    run = RunDirectory(run_dir)
+    config = run.load_config()
+    records = run.updates()
+    if steps is not None:
+        records = records[:steps]
+    model, tokenizer = load_model_and_tokenizer(config.model.name)
+    model.to(device)
+    master = {name: param.data for name, param in model.named_parameters()}
+    for record in tqdm(records, desc="replaying updates", unit="step", disable=not show_progress):
+        apply_update_terms(master, record.terms)
+    return model, tokenizer, weights_fingerprint(master), len(records)
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, device: str = "cpu", dtype: str = "float32",
+               steps: int | None = None, show_progress: bool = True) -> dict:
+    """Write DIR/{model.safetensors, config.json, tokenizer files, seedcast_export.json}; returns the summary."""
+    model, tokenizer, fingerprint, replayed = replay_run(run_dir, device, steps, show_progress)
+    expected = _logged_fingerprint(RunDirectory(run_dir), replayed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.to("cpu", getattr(torch, dtype)).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    summary = {"run_dir": str(run_dir), "steps": replayed, "fingerprint": fingerprint,
+               "fingerprint_logged": expected, "matches_servers": expected == fingerprint if expected else None,
+               "dtype": dtype}
+    (out / "seedcast_export.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _logged_fingerprint(run: RunDirectory, step: int) -> str | None:
+    """The fingerprint the servers agreed on at `step`, if the metrics recorded it."""
+    for row in reversed(run.metrics()):
+        if row.get("step") == step and row.get("fingerprint"):
+            return row["fingerprint"]
+    return None

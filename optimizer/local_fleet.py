@@ -1,0 +1,96 @@
+"""Start inference servers on this machine as child processes (`seedcast train --local N`).
+
+Each child runs `seedcast serve --port 0 --ready-file F`; it writes F (its bound port) once the model
+is loaded and the port accepts calls. Logs go to RUN_DIR/logs/server-I.log. Children are stopped
+with SIGTERM (graceful) and killed if they linger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from seedcast.optimizer.config import TrainConfig
+
+log = logging.getLogger("seedcast.fleet")
+
+
+class LocalServerError(RuntimeError):
+    """A local server failed to start; the message holds the end of its log."""
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalFleet:
+    """N local `seedcast serve` processes for one run."""
+
+    def __init__(self, config: TrainConfig, logs_dir: Path) -> None:
+        self.config = config
+        self.logs_dir = logs_dir
+        self.processes: list[subprocess.Popen] = []
+        self.addresses: list[str] = []
+        self._ready_dir = Path(tempfile.mkdtemp(prefix="seedcast-ready-"))
+
+    def threads_per_server(self) -> int:
+        """Torch threads for each server: the configured number, else the cores split evenly."""
+        fleet = self.config.fleet
+        return fleet.threads_per_server or max(1, (os.cpu_count() or 1) // max(1, fleet.local))
+
+    def start(self) -> list[str]:
+        """Launch the servers and wait until all are ready; returns their addresses."""
+        model = self.config.model
+        for index in range(self.config.fleet.local):
+            ready = self._ready_dir / f"server-{index}.json"
+            log_path = self.logs_dir / f"server-{index}.log"
+            command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                       "--backend", model.backend, "--model", model.name, "--device", model.device,
+                       "--dtype", model.dtype, "--threads", str(self.threads_per_server()),
+                       "--ready-file", str(ready)]
+            with log_path.open("ab") as log_file:
+                self.processes.append(subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+                                                       stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + self.config.fleet.start_timeout_seconds
+        for index, process in enumerate(self.processes):
+            self.addresses.append(self._wait_ready(index, process, deadline))
+        log.info("started %d local server(s): %s", len(self.addresses), ", ".join(self.addresses))
+        return self.addresses
+
+    def _wait_ready(self, index: int, process: subprocess.Popen, deadline: float) -> str:
+        ready = self._ready_dir / f"server-{index}.json"
+        log_path = self.logs_dir / f"server-{index}.log"
+        while time.monotonic() < deadline:
+            if ready.exists():
+                return f"127.0.0.1:{json.loads(ready.read_text())['port']}"
+            if process.poll() is not None:
+                self.stop()
+                raise LocalServerError(f"local server {index} exited with code {process.returncode} while "
+                                       f"loading; end of {log_path}:\n{_tail(log_path)}")
+            time.sleep(0.2)
+        self.stop()
+        raise LocalServerError(f"local server {index} did not become ready within "
+                               f"{self.config.fleet.start_timeout_seconds:g} s; see {log_path}")
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        """SIGTERM every server, then SIGKILL what is still running after the grace period."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + grace_seconds
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()

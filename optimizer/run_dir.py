@@ -1,0 +1,175 @@
+"""The run directory: config snapshot, append-only update log (the checkpoint), metrics.
+
+    RUN_DIR/config.yaml     the validated config the run started with
+    RUN_DIR/updates.jsonl   one record per step: {"step", "sigma", "terms": [[seed, coeff], ...], "checksum"}
+    RUN_DIR/metrics.jsonl   one line per iteration (rewards, tokens, timings, fingerprint)
+    RUN_DIR/logs/           logs of locally started servers
+
+The update log plus the base model reproduce the trained weights anywhere. Each record is one
+line written with a single write and fsync'd; a checksum over its content lets a reader tell a
+torn last line (a crash mid-write: discarded with a warning, never half-applied) from corruption
+in the middle (an error: nothing after it can be trusted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from seedcast.optimizer.config import TrainConfig, load_config
+
+log = logging.getLogger("seedcast.run")
+CONFIG_FILE = "config.yaml"
+UPDATES_FILE = "updates.jsonl"
+METRICS_FILE = "metrics.jsonl"
+
+
+class CorruptRunError(RuntimeError):
+    """The run directory cannot be trusted as written; the message says where and what to do."""
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """One logged ES step: master += Σ coeff·noise(seed), evaluated with σ."""
+
+    step: int
+    sigma: float
+    terms: list[tuple[int, float]]
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def encode_record(record: UpdateRecord) -> str:
+    """The log line of a record (JSON floats round-trip exactly)."""
+    body = {"step": record.step, "sigma": record.sigma, "terms": [[seed, coeff] for seed, coeff in record.terms]}
+    return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")) + "\n"
+
+
+def _decode_record(line: str) -> UpdateRecord:
+    data = json.loads(line)
+    checksum = data.pop("checksum", None)
+    if checksum != _checksum(data):
+        raise ValueError("checksum mismatch")
+    return UpdateRecord(step=int(data["step"]), sigma=float(data["sigma"]),
+                        terms=[(int(seed), float(coeff)) for seed, coeff in data["terms"]])
+
+
+def read_update_log(path: Path, repair: bool = False) -> list[UpdateRecord]:
+    """All intact records in order. A torn final line is dropped (and cut from the file if `repair`)."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    records: list[UpdateRecord] = []
+    offset = 0
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        is_last = number == len(lines) or (number == len(lines) - 1 and lines[-1] == b"")
+        if not line:
+            offset += 1
+            continue
+        try:
+            if number == len(lines):  # no trailing newline: the write never finished
+                raise ValueError("record not terminated")
+            record = _decode_record(line.decode())
+            if record.step != len(records) + 1:
+                raise ValueError(f"step {record.step} where step {len(records) + 1} was expected")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+            if not is_last:
+                raise CorruptRunError(f"{path}:{number}: corrupt update record ({error}); the records after it "
+                                      "cannot be trusted. Restore the file from a backup, or truncate it before "
+                                      f"line {number} to resume from step {len(records)}") from None
+            log.warning("%s: discarding a torn last record at line %d (%s)", path, number, error)
+            if repair:
+                with path.open("r+b") as handle:
+                    handle.truncate(offset)
+                    os.fsync(handle.fileno())
+            break
+        records.append(record)
+        offset += len(line) + 1
+    return records
+
+
+class RunDirectory:
+    """Reads and writes one run's directory (see the module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.updates_path = self.path / UPDATES_FILE
+        self.metrics_path = self.path / METRICS_FILE
+        self.logs_path = self.path / "logs"
+
+    @classmethod
+    def create(cls, path: str | Path, config: TrainConfig) -> RunDirectory:
+        """A new run directory with the config snapshot; refuses to overwrite a run."""
+        run = cls(path)
+        if run.updates_path.exists() or (run.path / CONFIG_FILE).exists():
+            raise FileExistsError(f"{run.path} already holds a run; resume it with --resume {run.path} "
+                                  "or choose another --run-dir")
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.logs_path.mkdir(exist_ok=True)
+        snapshot = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        temporary = run.path / (CONFIG_FILE + ".tmp")
+        temporary.write_text(snapshot)
+        temporary.replace(run.path / CONFIG_FILE)
+        run.updates_path.touch()
+        return run
+
+    def load_config(self, overrides: list[str] | None = None) -> TrainConfig:
+        """The run's config snapshot, with optional overrides (e.g. more iterations on resume)."""
+        config_path = self.path / CONFIG_FILE
+        if not config_path.is_file():
+            raise CorruptRunError(f"{self.path} is not a run directory: {CONFIG_FILE} is missing")
+        try:
+            snapshot = yaml.safe_load(config_path.read_text())
+        except yaml.YAMLError as error:
+            raise CorruptRunError(f"{config_path} is not valid YAML: {error}") from None
+        if not isinstance(snapshot, dict):
+            raise CorruptRunError(f"{config_path} does not hold a config mapping")
+        self.logs_path.mkdir(exist_ok=True)
+        return load_config(base=snapshot, overrides=overrides)
+
+    def updates(self, repair: bool = False) -> list[UpdateRecord]:
+        """The logged updates, in step order."""
+        return read_update_log(self.updates_path, repair=repair)
+
+    def append_update(self, record: UpdateRecord) -> None:
+        """Append one record durably: one write, flush, fsync."""
+        line = encode_record(record).encode()
+        with self.updates_path.open("ab") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def append_metrics(self, metrics: dict[str, Any]) -> None:
+        """Append one metrics line (not a checkpoint: flushed, not fsync'd)."""
+        with self.metrics_path.open("a") as handle:
+            handle.write(json.dumps(metrics) + "\n")
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The metrics lines written so far (a torn last line is skipped)."""
+        if not self.metrics_path.exists():
+            return []
+        rows = []
+        for line in self.metrics_path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    def truncate_metrics(self, iterations: int) -> None:
+        """Keep metrics of the first `iterations` iterations only (on resume, after a crash)."""
+        kept = [row for row in self.metrics() if row.get("iteration", 0) < iterations]
+        temporary = self.metrics_path.with_suffix(".tmp")
+        temporary.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        temporary.replace(self.metrics_path)

@@ -1,0 +1,101 @@
+"""OpenAI-ES (Salimans et al., 2017, arXiv:1703.03864) over seeds, as a pure ask/tell object.
+
+The state is an explicit frozen value the caller passes back, so checkpointing it is writing one
+object; with plain SGD steps it is just the iteration counter, because the weights themselves
+live on the servers and the update log.
+
+Sign convention (the one place it is stated): **reward is maximised**. A member with shaped
+fitness F_i evaluated at master + sign_i·σ·ε_i contributes coefficient +sign_i·α·F_i/(N·σ) to
+ε_i, so the step moves toward members that scored above the population.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from seedcast.optimizer.seeds import derive_seed
+from seedcast.optimizer.shaping import SHAPINGS
+
+
+@dataclass(frozen=True)
+class ESState:
+    """Where the strategy is: the next iteration to ask for (= the number of updates applied)."""
+
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class Member:
+    """A population member: evaluate at master + sign·σ·noise(seed), sampling with `sampling_seed`."""
+
+    index: int
+    seed: int
+    sign: int
+    sampling_seed: int
+
+
+@dataclass(frozen=True)
+class Update:
+    """The outcome of tell: (seed, coefficient) terms in order, and what they were computed from."""
+
+    step: int
+    terms: list[tuple[int, float]]
+    sigma: float
+    members_used: int
+
+
+class OpenES:
+    """Seeded OpenAI-ES with optional mirrored sampling and pluggable fitness shaping."""
+
+    def __init__(self, population: int, sigma: float, learning_rate: float, run_seed: int = 0,
+                 mirrored: bool = True, shaping: str = "zscore") -> None:
+        if population < 2 or (mirrored and population % 2):
+            raise ValueError("population must be >= 2, and even with mirrored sampling")
+        if not (math.isfinite(sigma) and sigma > 0 and math.isfinite(learning_rate) and learning_rate > 0):
+            raise ValueError("sigma and learning_rate must be finite and > 0")
+        if shaping not in SHAPINGS:
+            raise ValueError(f"unknown shaping {shaping!r}; choose one of {', '.join(SHAPINGS)}")
+        self.population = population
+        self.sigma = sigma
+        self.learning_rate = learning_rate
+        self.run_seed = run_seed
+        self.mirrored = mirrored
+        self.shaping = shaping
+
+    def init(self) -> ESState:
+        """The state of a fresh run."""
+        return ESState()
+
+    def ask(self, state: ESState) -> list[Member]:
+        """The members of iteration `state.iteration`; mirrored pairs share seed and sampling seed."""
+        members = []
+        for index in range(self.population):
+            pair = index // 2 if self.mirrored else index
+            sign = (1 if index % 2 == 0 else -1) if self.mirrored else 1
+            members.append(Member(
+                index=index,
+                seed=derive_seed(self.run_seed, "member", state.iteration, pair),
+                sign=sign,
+                # Common random numbers: both halves of a pair sample with the same stream.
+                sampling_seed=derive_seed(self.run_seed, "sampling", state.iteration, pair),
+            ))
+        return members
+
+    def tell(self, state: ESState, members: list[Member], fitness: dict[int, float]) -> tuple[Update, ESState]:
+        """Form the update from the members that returned a finite fitness; failed ones are left out.
+
+        Terms of one seed (a mirrored pair) are merged into one coefficient, in member order.
+        """
+        used = [m for m in members if m.index in fitness and math.isfinite(fitness[m.index])]
+        terms: dict[int, float] = {}
+        if len(used) >= 2:
+            shaped = SHAPINGS[self.shaping](np.array([fitness[m.index] for m in used], dtype=np.float64))
+            scale = self.learning_rate / (len(used) * self.sigma)
+            for member, weight in zip(used, shaped, strict=True):
+                terms[member.seed] = terms.get(member.seed, 0.0) + member.sign * scale * float(weight)
+        update = Update(step=state.iteration + 1, terms=[(s, c) for s, c in terms.items() if c != 0.0],
+                        sigma=self.sigma, members_used=len(used))
+        return update, ESState(iteration=state.iteration + 1)

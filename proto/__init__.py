@@ -1,0 +1,1 @@
+"""The Seedcast gRPC contract (`seedcast.proto`) and its generated Python stubs."""

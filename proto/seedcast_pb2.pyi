@@ -1,0 +1,191 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SamplingParams(_message.Message):
+    __slots__ = ("temperature", "top_p", "max_new_tokens", "samples_per_prompt", "seed")
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    MAX_NEW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    samples_per_prompt: int
+    seed: int
+    def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., samples_per_prompt: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Problem(_message.Message):
+    __slots__ = ("prompt", "reference")
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    prompt: str
+    reference: str
+    def __init__(self, prompt: _Optional[str] = ..., reference: _Optional[str] = ...) -> None: ...
+
+class PromptBatch(_message.Message):
+    __slots__ = ("iteration", "problems", "evaluator", "system_prompt")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    problems: _containers.RepeatedCompositeFieldContainer[Problem]
+    evaluator: str
+    system_prompt: str
+    def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
+
+class MemberTask(_message.Message):
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SIGN_FIELD_NUMBER: _ClassVar[int]
+    SIGMA_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_STEP_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    member: int
+    seed: int
+    sign: int
+    sigma: float
+    sampling: SamplingParams
+    expected_step: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("batch", "task")
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    batch: PromptBatch
+    task: MemberTask
+    def __init__(self, batch: _Optional[_Union[PromptBatch, _Mapping]] = ..., task: _Optional[_Union[MemberTask, _Mapping]] = ...) -> None: ...
+
+class Timings(_message.Message):
+    __slots__ = ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds")
+    PERTURB_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    perturb_seconds: float
+    generate_seconds: float
+    score_seconds: float
+    restore_seconds: float
+    def __init__(self, perturb_seconds: _Optional[float] = ..., generate_seconds: _Optional[float] = ..., score_seconds: _Optional[float] = ..., restore_seconds: _Optional[float] = ...) -> None: ...
+
+class MemberResult(_message.Message):
+    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    REWARDS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    member: int
+    rewards: _containers.RepeatedScalarFieldContainer[float]
+    completion_tokens: _containers.RepeatedScalarFieldContainer[int]
+    timings: Timings
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
+
+class MemberFailure(_message.Message):
+    __slots__ = ("iteration", "member", "error")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    member: int
+    error: str
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("result", "failure")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    result: MemberResult
+    failure: MemberFailure
+    def __init__(self, result: _Optional[_Union[MemberResult, _Mapping]] = ..., failure: _Optional[_Union[MemberFailure, _Mapping]] = ...) -> None: ...
+
+class SeedCoefficient(_message.Message):
+    __slots__ = ("seed", "coeff")
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    COEFF_FIELD_NUMBER: _ClassVar[int]
+    seed: int
+    coeff: float
+    def __init__(self, seed: _Optional[int] = ..., coeff: _Optional[float] = ...) -> None: ...
+
+class UpdateRequest(_message.Message):
+    __slots__ = ("step", "terms", "sigma")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    SIGMA_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    terms: _containers.RepeatedCompositeFieldContainer[SeedCoefficient]
+    sigma: float
+    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., sigma: _Optional[float] = ...) -> None: ...
+
+class UpdateReply(_message.Message):
+    __slots__ = ("step", "weights_fingerprint")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    weights_fingerprint: str
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ...) -> None: ...
+
+class StateRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerState(_message.Message):
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    step: int
+    weights_fingerprint: str
+    model: str
+    backend: str
+    device: str
+    dtype: str
+    parameters: int
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ...) -> None: ...
+
+class SampleRequest(_message.Message):
+    __slots__ = ("problems", "evaluator", "sampling", "system_prompt")
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    problems: _containers.RepeatedCompositeFieldContainer[Problem]
+    evaluator: str
+    sampling: SamplingParams
+    system_prompt: str
+    def __init__(self, problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., system_prompt: _Optional[str] = ...) -> None: ...
+
+class ProblemSamples(_message.Message):
+    __slots__ = ("completions", "rewards", "completion_tokens", "truncated")
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    REWARDS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    completions: _containers.RepeatedScalarFieldContainer[str]
+    rewards: _containers.RepeatedScalarFieldContainer[float]
+    completion_tokens: _containers.RepeatedScalarFieldContainer[int]
+    truncated: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, completions: _Optional[_Iterable[str]] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., truncated: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class SampleReply(_message.Message):
+    __slots__ = ("problems", "step")
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    problems: _containers.RepeatedCompositeFieldContainer[ProblemSamples]
+    step: int
+    def __init__(self, problems: _Optional[_Iterable[_Union[ProblemSamples, _Mapping]]] = ..., step: _Optional[int] = ...) -> None: ...

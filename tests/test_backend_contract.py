@@ -1,0 +1,107 @@
+"""The contract every backend keeps, parametrised over the backend registry (CPU builds here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seedcast.inference_server.backends import BACKENDS, create_backend
+from seedcast.inference_server.backends.base import Backend, Sampling
+from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
+
+CONTRACT_BACKENDS = ["hf"]
+
+
+@pytest.fixture(params=CONTRACT_BACKENDS)
+def make_backend(request, tiny_model_dir):
+    def make(dtype: str = "bfloat16") -> Backend:
+        return create_backend(request.param, tiny_model_dir, device="cpu", dtype=dtype, threads=2)
+    return make
+
+
+def _inference_weights(backend) -> dict[str, torch.Tensor]:
+    return {name: param.detach().clone() for name, param in backend.model.named_parameters()}
+
+
+def test_every_registered_backend_is_under_contract():
+    assert set(BACKENDS) <= {*CONTRACT_BACKENDS, "vllm"}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_restore_is_bit_exact(make_backend, dtype):
+    backend = make_backend(dtype)
+    before = _inference_weights(backend)
+    backend.perturb(seed=123, sigma=0.05, sign=-1)
+    perturbed = _inference_weights(backend)
+    assert any(not torch.equal(before[n], perturbed[n]) for n in before)
+    backend.restore()
+    after = _inference_weights(backend)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+
+
+def test_perturbation_is_cast_of_master_plus_sigma_noise(make_backend):
+    backend = make_backend("bfloat16")
+    name, master = next(iter(backend.master.items()))
+    backend.perturb(seed=5, sigma=0.01, sign=1)
+    expected = (master + 0.01 * tensor_noise(5, name, master.shape)).to(torch.bfloat16)
+    assert torch.equal(dict(backend.model.named_parameters())[name].detach(), expected)
+    backend.restore()
+
+
+def test_perturb_twice_without_restore_is_refused(make_backend):
+    backend = make_backend()
+    backend.perturb(1, 0.01)
+    with pytest.raises(RuntimeError, match="restore"):
+        backend.perturb(2, 0.01)
+    backend.restore()
+
+
+def test_live_update_equals_replayed_log(make_backend, tiny_model_dir):
+    from seedcast.inference_server.model_source import load_model_and_tokenizer
+
+    backend = make_backend()
+    log = [[(1, 0.01), (2, -0.02)], [(3, 0.005)]]
+    for terms in log:
+        backend.apply_update(terms)
+    model, _ = load_model_and_tokenizer(tiny_model_dir)
+    master = {name: p.data for name, p in model.named_parameters()}
+    for terms in log:
+        apply_update_terms(master, terms)
+    assert weights_fingerprint(master) == backend.fingerprint()
+    # and the inference weights were re-cast from the updated master
+    name = next(iter(master))
+    assert torch.equal(dict(backend.model.named_parameters())[name].detach(), master[name].to(torch.bfloat16))
+
+
+def test_two_replicas_fed_the_same_updates_agree(make_backend):
+    first, second = make_backend(), make_backend()
+    assert first.fingerprint() == second.fingerprint()
+    for backend in (first, second):
+        backend.apply_update([(9, 0.1), (10, -0.1)])
+    assert first.fingerprint() == second.fingerprint()
+    first.apply_update([(11, 1e-3)])
+    assert first.fingerprint() != second.fingerprint()
+
+
+def test_small_updates_are_kept_in_the_float32_master(make_backend):
+    backend = make_backend("bfloat16")
+    before = backend.fingerprint()
+    backend.apply_update([(4, 1e-7)])  # far below bf16 resolution of the weights
+    assert backend.fingerprint() != before
+
+
+def test_sampling_is_reproducible_per_seed(make_backend):
+    backend = make_backend()
+    sampling = Sampling(temperature=1.0, top_p=1.0, max_new_tokens=8, samples_per_prompt=3, seed=77)
+    prompts = ["What is 1 + 2?", "Say something."]
+    first = backend.generate(prompts, sampling)
+    second = backend.generate(prompts, sampling)
+    assert [[c.text for c in g] for g in first] == [[c.text for c in g] for g in second]
+    assert len(first) == 2 and all(len(group) == 3 for group in first)
+    assert all(0 < c.tokens <= 8 for g in first for c in g)
+
+
+def test_info_reports_model_and_dtype(make_backend, tiny_model_dir):
+    info = make_backend("float32").info()
+    assert info.model == tiny_model_dir and info.dtype == "float32" and info.device == "cpu"
+    assert info.parameters > 1000

@@ -1,0 +1,109 @@
+"""End to end over real gRPC on loopback: an optimizer and local server processes on the tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import torch
+
+from seedcast.inference_server.noise import weights_fingerprint
+from seedcast.optimizer.cli import main
+from seedcast.optimizer.config import load_config
+from seedcast.optimizer.run_dir import RunDirectory
+from seedcast.optimizer.trainer import Trainer
+
+
+def _overrides(model_dir: str, **extra) -> list[str]:
+    values = {
+        "model.name": model_dir, "model.dtype": "bfloat16", "iterations": 2, "batch_size": 3, "eval_every": 1,
+        "eval_size": 4, "task.evaluator": "tests.tiny_model:digit_fraction_reward", "task.synthetic_size": 50,
+        "sampling.max_new_tokens": 6, "sampling.temperature": 1.0, "es.population": 4, "es.sigma": 0.05,
+        "es.learning_rate": 0.01, "fleet.local": 2, "fleet.threads_per_server": 1, **extra,
+    }
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+def _train(run_path, overrides):
+    config = load_config(overrides=overrides)
+    run = RunDirectory.create(run_path, config)
+    return run, asyncio.run(Trainer(config, run, show_progress=False).train())
+
+
+def test_two_servers_two_iterations(tmp_path, tiny_model_dir):
+    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir))
+    rows = [r for r in result.metrics if r["iteration"] >= 0]
+    assert [r["iteration"] for r in rows] == [0, 1]
+    assert all(r["members_ok"] == 4 and r["members_failed"] == 0 for r in rows)
+    assert all(0 <= r["reward_mean"] <= 1 and r["completion_tokens"] > 0 for r in rows)
+    assert all(r["update_terms"] > 0 for r in rows), "graded rewards must produce non-empty updates"
+    assert "eval_reward" in result.metrics[0]  # base-model evaluation before training
+    assert [r.step for r in run.updates()] == [1, 2]
+    assert result.fingerprint == rows[-1]["fingerprint"]
+    logs = sorted(p.name for p in run.logs_path.iterdir())
+    assert logs == ["server-0.log", "server-1.log"]
+
+
+def test_resume_equals_uninterrupted_run_and_export_reproduces_it(tmp_path, tiny_model_dir):
+    overrides = _overrides(tiny_model_dir, **{"fleet.local": 1, "eval_every": 0, "iterations": 3})
+    full_run, full = _train(tmp_path / "full", overrides)
+
+    part_overrides = [o for o in overrides if not o.startswith("iterations=")] + ["iterations=2"]
+    part_run, _ = _train(tmp_path / "part", part_overrides)
+    assert main(["train", "--resume", str(part_run.path), "--no-progress", "iterations=3"]) == 0
+    assert part_run.updates_path.read_text() == full_run.updates_path.read_text()
+    assert part_run.metrics()[-1]["fingerprint"] == full.fingerprint
+
+    out = tmp_path / "exported"
+    assert main(["export", str(full_run.path), "--out", str(out)]) == 0
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert weights_fingerprint(dict(model.named_parameters())) == full.fingerprint
+    summary = json.loads((out / "seedcast_export.json").read_text())
+    assert summary["matches_servers"] is True and summary["steps"] == 3
+
+
+def test_failing_evaluator_counts_members_as_failed_and_the_run_goes_on(tmp_path, tiny_model_dir):
+    overrides = _overrides(tiny_model_dir, **{"fleet.local": 1, "eval_every": 0,
+                                              "task.evaluator": "tests.tiny_model:failing_reward"})
+    run, result = _train(tmp_path / "run", overrides)
+    assert [r["members_failed"] for r in result.metrics] == [4, 4]
+    assert [r.terms for r in run.updates()] == [[], []]  # no signal, weights unchanged
+
+
+def test_unreachable_server_is_named(tmp_path, tiny_model_dir, capsys):
+    code = main(["train", "--no-progress", "--run-dir", str(tmp_path / "run"), "--servers", "127.0.0.1:9",
+                 f"model.name={tiny_model_dir}", "fleet.connect_timeout_seconds=1"])
+    assert code == 2
+    assert "cannot reach inference server at 127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_config_errors_are_reported_before_anything_starts(tmp_path, capsys):
+    code = main(["train", "--run-dir", str(tmp_path / "run"), "es.sigma=0", "typo=1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "2 configuration problem(s)" in err and "es.sigma" in err and "typo" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_corrupt_run_directory_on_resume(tmp_path, capsys):
+    run = RunDirectory.create(tmp_path / "run", load_config())
+    run.updates_path.write_text('{"step":1,"sigma":0.1,"terms":[],"checksum":"bad"}\n{"step":2}\n')
+    assert main(["train", "--resume", str(run.path)]) == 2
+    assert "corrupt update record" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "nothing-here")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "serve", "export", "plot"])
+def test_help_documents_every_option(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: seedcast" in text
+    for line in text.splitlines():
+        if line.strip().startswith("--") and "  " in line.strip():
+            assert line.strip().split("  ", 1)[1].strip(), f"undocumented option: {line}"
