@@ -1,7 +1,7 @@
 # Seedcast developer entry points. Everything installs itself into .venv on first use.
 #   make train   set up, then run ES on the bundled SmolLM2-135M-Instruct (the embedded default)
 #   make test    set up, then lint, check the gRPC stubs and run the tests (not the slow ones)
-#   make test-slow   the slow tests too (the bundled model)
+#   make test-slow   only the slow tests (they load the bundled model)
 
 PYTHON ?= python3
 VENV := .venv
@@ -33,7 +33,7 @@ test: lint
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -m slow $(ARGS)
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py

@@ -44,8 +44,8 @@ class EvaluatorSpecError(ValueError):
 
 
 def _from_object(target: object, spec: str) -> Evaluator:
-    if isinstance(target, Evaluator):
-        return target
+    if not inspect.isclass(target) and isinstance(target, Evaluator):
+        return target  # an evaluator instance (a class has score_batch too, but unbound)
     if inspect.isclass(target) or (callable(target) and _arity(target) == 0):
         made = target()
         if isinstance(made, Evaluator):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,3 +95,4 @@ class LocalFleet:
                 process.kill()
                 process.wait()
         self.processes.clear()
+        shutil.rmtree(self._ready_dir, ignore_errors=True)

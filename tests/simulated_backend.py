@@ -1,0 +1,45 @@
+"""SimulatedLatencyTestBackend: a test double with no model, for scheduler tests.
+
+It "generates" after a fixed delay and answers with text derived from the perturbation seed, keeps
+a fake float32 master so updates and fingerprints behave like a real backend's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
+from seedcast.inference_server.noise import apply_update_terms, weights_fingerprint
+
+
+class SimulatedLatencyTestBackend:
+    """Sleeps `latency_seconds` per generate call; completions are the active seed's digits."""
+
+    name = "simulated-test"
+
+    def __init__(self, latency_seconds: float = 0.01) -> None:
+        self.latency_seconds = latency_seconds
+        self.master = {"w": torch.zeros(8)}
+        self.active_seed: int | None = None
+
+    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
+        self.active_seed = seed * sign
+
+    def restore(self) -> None:
+        self.active_seed = None
+
+    def apply_update(self, terms: list[tuple[int, float]]) -> None:
+        apply_update_terms(self.master, terms, threads=1)
+
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
+        time.sleep(self.latency_seconds)
+        text = str(abs(self.active_seed or 0) % 97)
+        return [[Completion(text=text, tokens=1, truncated=False)] * sampling.samples_per_prompt for _ in prompts]
+
+    def fingerprint(self) -> str:
+        return weights_fingerprint(self.master)
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(model="simulated", backend=self.name, device="none", dtype="float32", parameters=8)

@@ -1,0 +1,68 @@
+"""The work-queue scheduler on real gRPC servers backed by a simulated-latency test double."""
+
+from __future__ import annotations
+
+import asyncio
+
+from seedcast.inference_server.server import start_server
+from seedcast.optimizer.client import ServerClient
+from seedcast.optimizer.scheduler import FleetScheduler, IterationWork
+from seedcast.optimizer.strategy import ESState, OpenES
+from seedcast.proto import seedcast_pb2 as pb
+from tests.simulated_backend import SimulatedLatencyTestBackend
+
+BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_reward",
+                       problems=[pb.Problem(prompt="p", reference="r")])
+
+
+def _work(population: int) -> IterationWork:
+    members = OpenES(population, 0.1, 0.1, mirrored=False).ask(ESState(0))
+    return IterationWork(iteration=0, step=0, batch=BATCH, members=members, sigma=0.1,
+                         sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1))
+
+
+async def _servers(latencies):
+    return [await start_server(SimulatedLatencyTestBackend(latency), "127.0.0.1", 0) for latency in latencies]
+
+
+def test_a_faster_server_takes_more_members():
+    async def main():
+        servers = await _servers([0.005, 0.06])
+        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+        try:
+            reports = await FleetScheduler(clients).run_iteration(_work(24))
+        finally:
+            for client in clients:
+                await client.close()
+            for server in servers:
+                await server.stop(0)
+        return reports, [c.address for c in clients]
+    reports, (fast, slow) = asyncio.run(main())
+    assert sorted(reports) == list(range(24))
+    taken = {address: sum(r.server == address for r in reports.values()) for address in (fast, slow)}
+    assert taken[fast] > 2 * taken[slow] >= 2, taken
+    assert all(r.error is None and r.rewards for r in reports.values())
+
+
+def test_a_server_lost_mid_iteration_has_its_member_reassigned():
+    async def main():
+        servers = await _servers([0.02, 0.3])
+        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+        scheduler = FleetScheduler(clients)
+
+        async def kill_slow_server():
+            await asyncio.sleep(0.1)  # the slow server is busy with its first member now
+            await servers[1].stop(0)
+
+        try:
+            reports, _ = await asyncio.gather(scheduler.run_iteration(_work(10)), kill_slow_server())
+        finally:
+            for client in clients:
+                await client.close()
+            await servers[0].stop(0)
+        return reports, scheduler, clients[0].address
+    reports, scheduler, survivor = asyncio.run(main())
+    assert sorted(reports) == list(range(10))
+    assert scheduler.members_reassigned >= 1
+    assert all(r.server == survivor for r in reports.values())
+    assert [c.address for c in scheduler.clients] == [survivor]
