@@ -19,9 +19,11 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
+from seedcast.inference_server.metrics import start_metrics_server
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -51,6 +53,7 @@ class ServeOptions:
     dtype: str = "auto"
     threads: int | None = None
     ready_file: str | None = None
+    metrics_port: int | None = None
     grace_seconds: float = 5.0
     limits: Limits = field(default_factory=Limits)
 
@@ -71,11 +74,14 @@ class RunningServer:
         self.servicer.close()
 
 
-async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0,
-                       limits: Limits | None = None) -> RunningServer:
-    """Serve `backend` on host:port (0 = a free port) and return once it accepts calls."""
+async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0, limits: Limits | None = None,
+                       registry: CollectorRegistry | None = None) -> RunningServer:
+    """Serve `backend` on host:port (0 = a free port) and return once it accepts calls.
+
+    Metrics go to `registry` (a private one when None; `serve()` passes the process-wide one).
+    """
     server = grpc.aio.server(options=GRPC_OPTIONS)
-    servicer = InferenceServicer(backend, limits)
+    servicer = InferenceServicer(backend, limits, registry)
     pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -100,7 +106,10 @@ async def serve(options: ServeOptions) -> None:
     log.info("loading %s backend with model %s", options.backend, options.model)
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
                              threads=options.threads)
-    running = await start_server(backend, options.host, options.port, options.limits)
+    running = await start_server(backend, options.host, options.port, options.limits, REGISTRY)
+    if options.metrics_port is not None:
+        bound = start_metrics_server(options.metrics_port, options.host)
+        log.info("metrics on http://%s:%d/metrics", options.host, bound)
     info = backend.info()
     log.info("serving %s (%s, %s, %s params) on %s:%d, fingerprint %s", info.model, info.device, info.dtype,
              f"{info.parameters:,}", options.host, running.port, running.servicer.fingerprint)

@@ -14,11 +14,13 @@ from functools import partial
 from typing import Any
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from seedcast.evaluators.base import Evaluator
 from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.backends.base import Backend
 from seedcast.inference_server.member import evaluate_member, score_completions
+from seedcast.inference_server.metrics import ServerMetrics
 from seedcast.inference_server.validation import (
     Limits,
     RequestError,
@@ -36,9 +38,13 @@ log = logging.getLogger("seedcast.server")
 class InferenceServicer(pb_grpc.InferenceServerServicer):
     """Implements the InferenceServer service over a Backend."""
 
-    def __init__(self, backend: Backend, limits: Limits | None = None) -> None:
+    def __init__(self, backend: Backend, limits: Limits | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
         self.backend = backend
         self.limits = limits or Limits()
+        info = backend.info()
+        # A private registry unless the caller exports one: several servers may share a test process.
+        self.metrics = ServerMetrics(info.backend, info.model, registry or CollectorRegistry())
         self.step = 0
         self.fingerprint = backend.fingerprint()
         self._lock = asyncio.Lock()
@@ -57,6 +63,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"evaluator {spec!r}: {error}") from error
         return self._evaluators[spec]
 
+    async def _refuse(self, context: grpc.aio.ServicerContext, method: str, error: RequestError) -> None:
+        self.metrics.rpc_error(method, error.code.name)
+        await context.abort(error.code, error.message)
+
     async def Evaluate(self, request_iterator, context: grpc.aio.ServicerContext):
         """Answer each MemberTask of the stream with a result or a failure, in order."""
         batch: pb.PromptBatch | None = None
@@ -74,7 +84,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 task = request.task
                 sampling = check_task(task, batch, self.step, self.limits)
             except RequestError as error:
-                await context.abort(error.code, error.message)
+                await self._refuse(context, "Evaluate", error)
             yield await self._evaluate(batch, evaluator, task, sampling)
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
@@ -83,8 +93,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         try:
             outcome = await self._run(evaluate_member, self.backend, evaluator, prompts, references,
                                       batch.system_prompt, task.seed, task.sigma, task.sign, sampling)
+            self._record(outcome)
         except Exception as error:  # an evaluator or generation error fails this member only
             log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)
+            self.metrics.members_failed.inc()
             return pb.EvaluateResponse(failure=pb.MemberFailure(
                 iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"))
         return pb.EvaluateResponse(result=pb.MemberResult(
@@ -93,17 +105,27 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             timings=pb.Timings(perturb_seconds=outcome.perturb_seconds, generate_seconds=outcome.generate_seconds,
                                score_seconds=outcome.score_seconds, restore_seconds=outcome.restore_seconds)))
 
+    def _record(self, outcome) -> None:
+        metrics = self.metrics
+        metrics.members_evaluated.inc()
+        metrics.tokens_generated.inc(sum(outcome.completion_tokens))
+        for phase in ("perturb", "generate", "score", "restore"):
+            metrics.phase_seconds[phase].observe(getattr(outcome, f"{phase}_seconds"))
+
     async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
         """Apply the next update step and answer with the new fingerprint."""
         async with self._lock:  # step check and application must not interleave with another update
             try:
                 terms = check_update(request, self.step, self.limits)
             except RequestError as error:
-                await context.abort(error.code, error.message)
+                await self._refuse(context, "ApplyUpdate", error)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
-            self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+            with self.metrics.phase_seconds["update"].time():
+                await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+                self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
             self.step = request.step
+            self.metrics.step.set(self.step)
+            self.metrics.updates_applied.inc()
         log.info("applied step %d (%d terms), fingerprint %s", self.step, len(terms), self.fingerprint)
         return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
 
@@ -120,9 +142,11 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None
         except RequestError as error:
-            await context.abort(error.code, error.message)
+            await self._refuse(context, "Sample", error)
         prompts = [p.prompt for p in request.problems]
         completions = await self._run(self.backend.generate, prompts, sampling, request.system_prompt)
+        self.metrics.samples_served.inc(sum(len(group) for group in completions))
+        self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:
             references = [p.reference for p in request.problems]
             rewards = await asyncio.get_running_loop().run_in_executor(

@@ -22,12 +22,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
                            dtype=args.dtype, threads=args.threads, ready_file=args.ready_file,
-                           grace_seconds=args.grace_seconds)
+                           grace_seconds=args.grace_seconds, metrics_port=args.metrics_port)
     asyncio.run(serve(options))
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from seedcast.inference_server.metrics import start_metrics_server
     from seedcast.optimizer.config import config_reference, load_config
     from seedcast.optimizer.plots import plot_reward_curve
     from seedcast.optimizer.run_dir import RunDirectory
@@ -43,6 +46,8 @@ def _train(args: argparse.Namespace) -> int:
             overrides.append("fleet.local=0")
     if args.local is not None:
         overrides.append(f"fleet.local={args.local}")
+    if args.metrics_port is not None:
+        overrides.append(f"metrics_port={args.metrics_port}")
     if args.resume:
         if args.config:
             raise SystemExit("error: --resume takes the config from the run directory; drop --config")
@@ -53,8 +58,13 @@ def _train(args: argparse.Namespace) -> int:
         run_dir = args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}"
         run = RunDirectory.create(run_dir, config)
     logging.getLogger("seedcast").info("run directory: %s", run.path)
+    registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
+    if config.metrics_port is not None:
+        bound = start_metrics_server(config.metrics_port, registry=registry)
+        logging.getLogger("seedcast").info("metrics on http://0.0.0.0:%d/metrics", bound)
     started = time.perf_counter()
-    result = asyncio.run(Trainer(config, run, show_progress=not args.no_progress).train())
+    trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
+    result = asyncio.run(trainer.train())
     plot = plot_reward_curve(run.path)
     rows = [r for r in result.metrics if r.get("reward_mean") is not None]
     evals = [r for r in result.metrics if r.get("eval_reward") is not None]
@@ -106,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     serve.add_argument("--ready-file", default=None, help="write {port, pid} as JSON here once serving")
     serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
+    serve.add_argument("--metrics-port", type=int, default=None,
+                       help="serve Prometheus metrics on this port, same host (default: off)")
     serve.set_defaults(handler=_serve)
 
     train = commands.add_parser("train", help="run ES training", description=(
@@ -120,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
     train.add_argument("--resume", default=None, metavar="RUN_DIR",
                        help="continue the run in RUN_DIR from its update log (overrides may raise iterations)")
+    train.add_argument("--metrics-port", type=int, default=None,
+                       help="serve the optimizer's Prometheus metrics on this port (sets metrics_port)")
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
     train.set_defaults(handler=_train)

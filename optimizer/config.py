@@ -102,8 +102,8 @@ class ESConfig(Section):
 
     mirrored: bool = Field(True, description="Evaluate ±ε pairs (antithetic sampling); needs an even population.")
     population: int = Field(16, ge=2, description="Members per iteration (N).")
-    sigma: float = Field(2e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
-    learning_rate: float = Field(1e-3, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
+    sigma: float = Field(5e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
+    learning_rate: float = Field(1e-5, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
     shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
 
     @field_validator("population")
@@ -125,6 +125,8 @@ class FleetConfig(Section):
                                            description="Torch threads per local server; default: cores / local.")
     connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
+    local_metrics_port: int | None = Field(None, ge=1, le=65535,
+                                           description="Local server I serves Prometheus metrics on this port + I.")
 
     @model_validator(mode="after")
     def _check(self) -> FleetConfig:
@@ -144,7 +146,8 @@ class TrainConfig(Section):
     iterations: int = Field(10, ge=1, description="ES iterations (= update steps).")
     batch_size: int = Field(32, ge=1, description="Problems per iteration, shared by all members.")
     eval_every: int = Field(5, ge=0, description="Score the unperturbed weights every N iterations (0 = never).")
-    eval_size: int = Field(64, ge=1, description="Problems in that fixed evaluation set (greedy, one sample each).")
+    eval_size: int = Field(96, ge=1, description="Problems in that fixed evaluation set (greedy, one sample each).")
+    metrics_port: int | None = Field(None, ge=0, le=65535, description="Serve the optimizer's Prometheus metrics here.")
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)

@@ -15,6 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
 from tqdm import tqdm
 
 from seedcast.evaluators.base import Problem
@@ -22,6 +23,7 @@ from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.client import ServerClient
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.local_fleet import LocalFleet
+from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from seedcast.optimizer.scheduler import FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.seeds import derive_seed, minibatch_indices
@@ -50,19 +52,14 @@ def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
     return pb.Problem(prompt=prompt, reference=problem.reference)
 
 
-def _check_agreement(states: dict[str, str], what: str) -> str:
-    fingerprints = set(states.values())
-    if len(fingerprints) != 1:
-        listing = ", ".join(f"{address}={fp}" for address, fp in states.items())
-        raise FingerprintMismatchError(f"servers disagree on the weights {what}: {listing}")
-    return fingerprints.pop()
-
-
 class Trainer:
     """Runs one training run against a run directory (new or resumed)."""
 
-    def __init__(self, config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> None:
+    def __init__(self, config: TrainConfig, run: RunDirectory, show_progress: bool = True,
+                 registry: CollectorRegistry | None = None) -> None:
         self.config = config
+        # A private registry unless the CLI exports the process-wide one (tests run several trainers).
+        self.metrics = OptimizerMetrics(config.task.dataset, config.model.name, registry or CollectorRegistry())
         self.run = run
         self.show_progress = show_progress
         self.strategy = OpenES(config.es.population, config.es.sigma, config.es.learning_rate, config.seed,
@@ -74,6 +71,14 @@ class Trainer:
         self.local_fleet: LocalFleet | None = None
 
     # ----- fleet ---------------------------------------------------------------------------
+    def _check_agreement(self, states: dict[str, str], what: str) -> str:
+        fingerprints = set(states.values())
+        if len(fingerprints) != 1:
+            self.metrics.fingerprint_mismatches.inc()
+            listing = ", ".join(f"{address}={fp}" for address, fp in states.items())
+            raise FingerprintMismatchError(f"servers disagree on the weights {what}: {listing}")
+        return fingerprints.pop()
+
     async def _connect(self) -> None:
         addresses = list(self.config.fleet.servers)
         if self.config.fleet.local:
@@ -95,7 +100,7 @@ class Trainer:
             return fingerprint
 
         fingerprints = await asyncio.gather(*(sync_one(c) for c in self.clients))
-        return _check_agreement(dict(zip([c.address for c in self.clients], fingerprints, strict=True)),
+        return self._check_agreement(dict(zip([c.address for c in self.clients], fingerprints, strict=True)),
                                 f"at step {len(records)}")
 
     async def _close(self) -> None:
@@ -150,6 +155,8 @@ class Trainer:
         def on_report(report: MemberReport) -> None:
             nonlocal tokens
             tokens += report.completion_tokens
+            self.metrics.tokens.inc(report.completion_tokens)
+            (self.metrics.members_failed if report.error else self.metrics.members_evaluated).inc()
             if not math.isnan(report.fitness):
                 done_fitness.append(report.fitness)
             elapsed = max(time.perf_counter() - started, 1e-9)
@@ -164,7 +171,7 @@ class Trainer:
         update, next_state = self.strategy.tell(state, members, fitness)
         self.run.append_update(UpdateRecord(step=update.step, sigma=update.sigma, terms=update.terms))
         replies = await asyncio.gather(*(c.apply_update(update.step, update.terms, update.sigma) for c in self.clients))
-        fingerprint = _check_agreement({c.address: r.weights_fingerprint for c, r in zip(self.clients, replies,
+        fingerprint = self._check_agreement({c.address: r.weights_fingerprint for c, r in zip(self.clients, replies,
                                                                                           strict=True)},
                                        f"after step {update.step}")
         seconds = time.perf_counter() - started
@@ -185,7 +192,18 @@ class Trainer:
         for phase in ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds"):
             values = [r.timings[phase] for r in reports.values() if r.timings]
             metrics[phase] = statistics.fmean(values) if values else None
+        self._export_iteration(metrics, len(scheduler.clients))
         return next_state, metrics
+
+    def _export_iteration(self, metrics: dict, servers_up: int) -> None:
+        exported = self.metrics
+        exported.iteration_seconds.observe(metrics["seconds"])
+        exported.current_step.set(metrics["step"])
+        exported.servers_up.set(servers_up)
+        exported.members_reassigned.inc(metrics["members_reassigned"])
+        for name in ("reward_mean", "reward_std", "reward_max"):
+            if metrics[name] is not None:
+                getattr(exported, name).set(metrics[name])
 
     async def train(self) -> TrainResult:
         """Run (or resume) to `config.iterations`; returns the final fingerprint and the metrics."""
@@ -198,10 +216,13 @@ class Trainer:
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
             scheduler = FleetScheduler(self.clients)
+            self.metrics.current_step.set(state.iteration)
+            self.metrics.servers_up.set(len(self.clients))
             if self.config.eval_every and state.iteration == 0:
                 baseline = await self.evaluate_current()
                 self.run.append_metrics({"iteration": -1, "step": 0, "eval_reward": baseline,
                                          "fingerprint": fingerprint})
+                self.metrics.eval_reward.set(baseline)
                 log.info("base model eval reward %.3f", baseline)
             while state.iteration < self.config.iterations:
                 state, metrics = await self._iteration(state, scheduler)
@@ -209,6 +230,7 @@ class Trainer:
                 if self.config.eval_every and (state.iteration % self.config.eval_every == 0
                                                or state.iteration == self.config.iterations):
                     metrics["eval_reward"] = await self.evaluate_current()
+                    self.metrics.eval_reward.set(metrics["eval_reward"])
                 self.run.append_metrics(metrics)
                 log.info("iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s", metrics["iteration"] + 1,
                          _fmt(metrics["reward_mean"]), _fmt(metrics["reward_max"]), metrics["tokens_per_second"],
