@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seedcast-installed
 
-.PHONY: setup train test test-slow lint proto clean
+.PHONY: setup system-deps train test test-slow lint proto clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,16 @@ train: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python proto/generate.py --check
+	$(BIN)/python deploy/grafana/build_dashboards.py --check
 
-test: lint
+# Debian's prometheus for the live Prometheus test; installed when running as root with apt-get.
+system-deps:
+	@command -v prometheus >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	  else echo "note: install Debian's prometheus package to run tests/test_prometheus_live.py"; fi; }
+
+test: lint system-deps
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 test-slow: $(STAMP)

@@ -1,0 +1,120 @@
+"""Offline checks of the deployment files: Kubernetes schemas, the compose spec, Dockerfile lint,
+and the cross-references between them (ports, labels, job names, mounted paths)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+BIN = Path(sys.executable).parent
+MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))
+DOCKERFILES = sorted((DEPLOY / "docker").glob("Dockerfile.*"))
+
+
+def _documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _all_k8s() -> list[dict]:
+    return [doc for path in MANIFESTS for doc in _documents(path)]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=[p.name for p in MANIFESTS])
+def test_kubernetes_manifest_validates(path):
+    result = subprocess.run([BIN / "kubernetes-validate", "--strict", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    custom = {doc["kind"] for doc in _documents(path) if "." in doc["apiVersion"].split("/")[0]}
+    unchecked = [line for line in result.stdout.splitlines() if "Couldn't find schema" in line]
+    # Only custom resources (the Prometheus Operator's PodMonitor) lack a bundled schema; they are
+    # cross-checked against the pods below instead.
+    assert len(unchecked) == len(custom), result.stdout
+
+
+def test_podmonitor_selects_every_seedcast_pod_by_its_metrics_port():
+    docs = _all_k8s()
+    monitor = next(doc for doc in docs if doc["kind"] == "PodMonitor")
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    ports = {endpoint["port"] for endpoint in monitor["spec"]["podMetricsEndpoints"]}
+    workloads = [doc for doc in docs if doc["kind"] in ("StatefulSet", "Job")]
+    assert {doc["metadata"]["name"] for doc in workloads} == {"seedcast-server", "seedcast-optimizer"}
+    for workload in workloads:
+        template = workload["spec"]["template"]
+        assert wanted.items() <= template["metadata"]["labels"].items(), workload["metadata"]["name"]
+        container_ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+        assert ports <= container_ports, workload["metadata"]["name"]
+
+
+def test_servers_probe_grpc_health_and_request_gpus():
+    statefulset = next(doc for doc in _all_k8s() if doc["kind"] == "StatefulSet")
+    service = next(doc for doc in _all_k8s() if doc["kind"] == "Service")
+    assert service["spec"]["clusterIP"] == "None" and statefulset["spec"]["serviceName"] == service["metadata"]["name"]
+    container = statefulset["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["grpc"]["service"] == "seedcast.v1.InferenceServer"
+    assert "grpc" in container["livenessProbe"] and "grpc" in container["startupProbe"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    job = next(doc for doc in _all_k8s() if doc["kind"] == "Job")
+    command = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
+    replicas = statefulset["spec"]["replicas"]
+    for index in range(replicas):
+        assert f"seedcast-server-{index}.seedcast-server:50051" in command
+
+
+def test_train_config_in_the_configmap_validates(tmp_path):
+    from seedcast.optimizer.config import load_config
+
+    configmap = next(doc for doc in _all_k8s() if doc["metadata"]["name"] == "seedcast-train-config")
+    path = tmp_path / "train.yaml"
+    path.write_text(configmap["data"]["train.yaml"])
+    load_config(path, ["fleet.servers=[a:1]", "fleet.local=0"])
+
+
+def test_compose_file_validates_against_the_compose_spec():
+    compose = DEPLOY / "compose" / "docker-compose.yml"
+    result = subprocess.run([BIN / "check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(compose)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_prometheus_targets_match_the_compose_services():
+    compose = yaml.safe_load((DEPLOY / "compose" / "docker-compose.yml").read_text())
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    for job in prometheus["scrape_configs"]:
+        for target in job["static_configs"][0]["targets"]:
+            host, port = target.split(":")
+            assert host in compose["services"], target
+            assert f"--metrics-port {port}" in " ".join(compose["services"][host]["command"]).replace('"', "")
+
+
+def test_grafana_provisioning_points_at_the_mounted_dashboards():
+    compose = yaml.safe_load((DEPLOY / "compose" / "docker-compose.yml").read_text())
+    provider = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "dashboards" / "seedcast.yml").read_text())
+    mounts = compose["services"]["grafana"]["volumes"]
+    assert any(m.endswith(":" + provider["providers"][0]["options"]["path"] + ":ro") for m in mounts)
+    datasource = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text())
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=[p.name for p in DOCKERFILES])
+def test_dockerfile_lints_clean(path):
+    result = subprocess.run([BIN / "hadolint", "--no-color", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboards_are_generated_and_templated():
+    result = subprocess.run([sys.executable, str(DEPLOY / "grafana" / "build_dashboards.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    for path in (DEPLOY / "grafana" / "dashboards").glob("*.json"):
+        board = json.loads(path.read_text())
+        assert {v["name"] for v in board["templating"]["list"]} >= {"job", "instance", "model"}
+        for panel in board["panels"]:
+            for target in panel["targets"]:
+                if "rate(" in target["expr"]:
+                    assert "[$__rate_interval]" in target["expr"], (panel["title"], target["expr"])
