@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
 from seedcast.inference_server.metrics import start_metrics_server
+from seedcast.inference_server.security import ServerSecurity, TokenAuthInterceptor
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -56,6 +57,12 @@ class ServeOptions:
     metrics_port: int | None = None
     grace_seconds: float = 5.0
     limits: Limits = field(default_factory=Limits)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    token_file: str | None = None
+    insecure: bool = False
+    max_concurrent_rpcs: int = 64
 
 
 class RunningServer:
@@ -75,17 +82,27 @@ class RunningServer:
 
 
 async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0, limits: Limits | None = None,
-                       registry: CollectorRegistry | None = None) -> RunningServer:
+                       registry: CollectorRegistry | None = None, security: ServerSecurity | None = None,
+                       max_concurrent_rpcs: int = 64) -> RunningServer:
     """Serve `backend` on host:port (0 = a free port) and return once it accepts calls.
 
     Metrics go to `registry` (a private one when None; `serve()` passes the process-wide one).
+    Calls beyond `max_concurrent_rpcs` are answered RESOURCE_EXHAUSTED instead of queueing unboundedly.
     """
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    security = security or ServerSecurity()
     servicer = InferenceServicer(backend, limits, registry)
+    interceptors = []
+    if security.token:
+        interceptors.append(TokenAuthInterceptor(
+            security.token, on_reject=lambda method: servicer.metrics.rpc_error(method, "UNAUTHENTICATED")))
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors,
+                             maximum_concurrent_rpcs=max_concurrent_rpcs)
     pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    credentials = security.credentials()
+    address = f"{host}:{port}"
+    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if bound == 0:
         raise OSError(f"cannot bind {host}:{port}")
     await server.start()
@@ -103,16 +120,22 @@ def _write_ready_file(path: str, port: int) -> None:
 
 async def serve(options: ServeOptions) -> None:
     """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
+    # Checked before the (slow) model load, so a bad flag fails at once.
+    security = ServerSecurity.from_files(options.tls_cert, options.tls_key, options.tls_ca, options.token_file,
+                                         options.host, options.insecure)
     log.info("loading %s backend with model %s", options.backend, options.model)
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
                              threads=options.threads)
-    running = await start_server(backend, options.host, options.port, options.limits, REGISTRY)
+    running = await start_server(backend, options.host, options.port, options.limits, REGISTRY, security,
+                                 options.max_concurrent_rpcs)
     if options.metrics_port is not None:
         bound = start_metrics_server(options.metrics_port, options.host)
         log.info("metrics on http://%s:%d/metrics", options.host, bound)
     info = backend.info()
-    log.info("serving %s (%s, %s, %s params) on %s:%d, fingerprint %s", info.model, info.device, info.dtype,
-             f"{info.parameters:,}", options.host, running.port, running.servicer.fingerprint)
+    log.info("serving %s (%s, %s, %s params) on %s:%d (%s%s), fingerprint %s", info.model, info.device, info.dtype,
+             f"{info.parameters:,}", options.host, running.port,
+             "mutual TLS" if security.client_ca else "TLS" if security.certificate else "plaintext",
+             ", bearer token required" if security.token else "", running.servicer.fingerprint)
     if options.ready_file:
         _write_ready_file(options.ready_file, running.port)
     stop = asyncio.Event()

@@ -22,7 +22,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
                            dtype=args.dtype, threads=args.threads, ready_file=args.ready_file,
-                           grace_seconds=args.grace_seconds, metrics_port=args.metrics_port)
+                           grace_seconds=args.grace_seconds, metrics_port=args.metrics_port, tls_cert=args.tls_cert,
+                           tls_key=args.tls_key, tls_ca=args.tls_ca, token_file=args.token_file,
+                           insecure=args.insecure, max_concurrent_rpcs=args.max_concurrent_rpcs)
     asyncio.run(serve(options))
     return 0
 
@@ -118,6 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="serve Prometheus metrics on this port, same host (default: off)")
+    serve.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS (with --tls-key)")
+    serve.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    serve.add_argument("--tls-ca", default=None, help="PEM CA bundle: require client certificates it signed (mTLS)")
+    serve.add_argument("--token-file", default=None,
+                       help="file holding a bearer token every call must present (health checks excepted)")
+    serve.add_argument("--insecure", action="store_true",
+                       help="allow plaintext gRPC on a non-loopback address (only on a network you trust)")
+    serve.add_argument("--max-concurrent-rpcs", type=int, default=64,
+                       help="calls beyond this many at once get RESOURCE_EXHAUSTED (default: 64)")
     serve.set_defaults(handler=_serve)
 
     train = commands.add_parser("train", help="run ES training", description=(
@@ -161,6 +172,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.evaluators.datasets import DatasetError
     from seedcast.evaluators.registry import EvaluatorSpecError
     from seedcast.inference_server.model_source import ModelNotFoundError
+    from seedcast.inference_server.security import SecurityConfigError
     from seedcast.optimizer.client import ServerUnreachableError
     from seedcast.optimizer.config import ConfigError
     from seedcast.optimizer.local_fleet import LocalServerError
@@ -169,7 +181,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.optimizer.trainer import FingerprintMismatchError
 
     return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
-            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError)
+            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, replace
 
 import grpc
 
+from seedcast.inference_server.security import AUTH_HEADER, read_secret, read_token
 from seedcast.inference_server.server import GRPC_OPTIONS
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -15,12 +17,50 @@ class ServerUnreachableError(ConnectionError):
     """A server did not answer; the message names its address."""
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How the optimizer authenticates servers (TLS) and itself (client certificate, bearer token)."""
+
+    root_certificates: bytes | None = None
+    private_key: bytes | None = None
+    certificate_chain: bytes | None = None
+    server_name: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_files(cls, ca: str | None = None, cert: str | None = None, key: str | None = None,
+                   server_name: str | None = None, token_file: str | None = None) -> ClientSecurity:
+        """Read the PEM files and the token file named by the fleet config."""
+        return cls(read_secret(ca, "TLS CA"), read_secret(key, "TLS client key"),
+                   read_secret(cert, "TLS client certificate"), server_name, read_token(token_file))
+
+    def plaintext(self) -> ClientSecurity:
+        """The same token without TLS: for the servers this optimizer starts itself on loopback."""
+        return replace(self, root_certificates=None, private_key=None, certificate_chain=None, server_name=None)
+
+    def channel(self, address: str) -> grpc.aio.Channel:
+        """A TLS channel when a CA is set, else plaintext."""
+        if self.root_certificates is None:
+            return grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+        credentials = grpc.ssl_channel_credentials(self.root_certificates, self.private_key, self.certificate_chain)
+        options = list(GRPC_OPTIONS)
+        if self.server_name:
+            options.append(("grpc.ssl_target_name_override", self.server_name))
+        return grpc.aio.secure_channel(address, credentials, options=options)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """Call metadata carrying the bearer token, if any."""
+        return ((AUTH_HEADER, f"Bearer {self.token}"),) if self.token else ()
+
+
 class ServerClient:
     """A channel to one server at `address` (host:port)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
         self.address = address
-        self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+        self.security = security or ClientSecurity()
+        self.metadata = self.security.metadata()
+        self.channel = self.security.channel(address)
         self.stub = pb_grpc.InferenceServerStub(self.channel)
         self.stream: grpc.aio.StreamStreamCall | None = None
         self.batch_iteration: int | None = None  # the iteration whose batch this stream holds
@@ -29,7 +69,7 @@ class ServerClient:
         """Wait until the server answers GetState, or raise ServerUnreachableError naming the address."""
         try:
             await asyncio.wait_for(self.channel.channel_ready(), timeout_seconds)
-            return await self.stub.GetState(pb.StateRequest(), timeout=timeout_seconds)
+            return await self.stub.GetState(pb.StateRequest(), timeout=timeout_seconds, metadata=self.metadata)
         except (asyncio.TimeoutError, grpc.aio.AioRpcError) as error:
             detail = (error.details() if isinstance(error, grpc.aio.AioRpcError)
                       else f"no answer in {timeout_seconds:g} s")
@@ -38,22 +78,22 @@ class ServerClient:
 
     async def state(self) -> pb.ServerState:
         """The server's step, fingerprint and model."""
-        return await self.stub.GetState(pb.StateRequest())
+        return await self.stub.GetState(pb.StateRequest(), metadata=self.metadata)
 
     async def apply_update(self, step: int, terms: list[tuple[int, float]], sigma: float) -> pb.UpdateReply:
         """Send one update step."""
         request = pb.UpdateRequest(step=step, sigma=sigma,
                                    terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms])
-        return await self.stub.ApplyUpdate(request)
+        return await self.stub.ApplyUpdate(request, metadata=self.metadata)
 
     async def sample(self, request: pb.SampleRequest) -> pb.SampleReply:
         """Scored samples on the current weights."""
-        return await self.stub.Sample(request)
+        return await self.stub.Sample(request, metadata=self.metadata)
 
     def evaluate_stream(self) -> grpc.aio.StreamStreamCall:
         """The open Evaluate stream, opened on first use."""
         if self.stream is None:
-            self.stream = self.stub.Evaluate()
+            self.stream = self.stub.Evaluate(metadata=self.metadata)
             self.batch_iteration = None
         return self.stream
 
@@ -66,7 +106,7 @@ class ServerClient:
 
     async def close(self) -> None:
         """Close the stream and the channel."""
-        if self.stream is not None:
-            await self.stream.done_writing() if not self.stream.done() else None
+        if self.stream is not None and not self.stream.done():
+            await self.stream.done_writing()
         self.drop_stream()
         await self.channel.close()

@@ -18,6 +18,7 @@ from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION
 from seedcast.evaluators.math_answer import MATH_INSTRUCTION
 from seedcast.evaluators.synthetic import LEVELS, SYNTHETIC_INSTRUCTION
 from seedcast.inference_server.model_source import BUNDLED_MODEL
+from seedcast.inference_server.security import is_loopback
 
 
 class ConfigError(ValueError):
@@ -127,15 +128,35 @@ class FleetConfig(Section):
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
     local_metrics_port: int | None = Field(None, ge=1, le=65535,
                                            description="Local server I serves Prometheus metrics on this port + I.")
+    tls_ca: str | None = Field(None, description="PEM CA bundle that signed the servers' certificates; turns on TLS.")
+    tls_cert: str | None = Field(None, description="PEM client certificate for servers that require mutual TLS.")
+    tls_key: str | None = Field(None, description="PEM private key of fleet.tls_cert.")
+    tls_server_name: str | None = Field(None, description="Name in the servers' certificates, if not the host.")
+    token_file: str | None = Field(None, description="File with the bearer token servers require (local ones too).")
+    insecure: bool = Field(False, description="Allow plaintext gRPC to servers that are not on loopback.")
 
     @model_validator(mode="after")
     def _check(self) -> FleetConfig:
+        problems = []
         if not self.servers and self.local == 0:
-            raise ValueError("fleet: no servers; set fleet.servers (host:port,...) or fleet.local >= 1")
+            problems.append("fleet: no servers; set fleet.servers (host:port,...) or fleet.local >= 1")
         for address in self.servers:
             host, _, port = address.rpartition(":")
             if not host or not port.isdigit():
-                raise ValueError(f"fleet.servers: {address!r} is not host:port")
+                problems.append(f"fleet.servers: {address!r} is not host:port")
+            elif not self.tls_ca and not self.insecure and not is_loopback(host):
+                problems.append(f"fleet.servers: {address} is not on loopback; set fleet.tls_ca to talk TLS to it, or "
+                                "fleet.insecure=true on a network you trust")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            problems.append("fleet.tls_cert and fleet.tls_key go together: set both or neither")
+        if self.tls_cert and not self.tls_ca:
+            problems.append("fleet.tls_cert needs TLS: set fleet.tls_ca too")
+        for name in ("tls_ca", "tls_cert", "tls_key", "token_file"):
+            path = getattr(self, name)
+            if path and not Path(path).expanduser().is_file():
+                problems.append(f"fleet.{name}: file {path} does not exist")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 

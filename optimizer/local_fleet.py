@@ -58,6 +58,8 @@ class LocalFleet:
                        "--backend", model.backend, "--model", model.name, "--device", model.device,
                        "--dtype", model.dtype, "--threads", str(self.threads_per_server()),
                        "--ready-file", str(ready)]
+            if self.config.fleet.token_file:
+                command += ["--token-file", self.config.fleet.token_file]
             if self.config.fleet.local_metrics_port is not None:
                 command += ["--metrics-port", str(self.config.fleet.local_metrics_port + index)]
             with log_path.open("ab") as log_file:

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
-from seedcast.optimizer.client import ServerClient
+from seedcast.optimizer.client import ClientSecurity, ServerClient
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.local_fleet import LocalFleet
 from seedcast.optimizer.metrics import OptimizerMetrics
@@ -80,11 +80,15 @@ class Trainer:
         return fingerprints.pop()
 
     async def _connect(self) -> None:
-        addresses = list(self.config.fleet.servers)
-        if self.config.fleet.local:
+        fleet = self.config.fleet
+        security = ClientSecurity.from_files(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name,
+                                             fleet.token_file)
+        self.clients = [ServerClient(address, security) for address in fleet.servers]
+        if fleet.local:
             self.local_fleet = LocalFleet(self.config, self.run.logs_path)
-            addresses += await asyncio.to_thread(self.local_fleet.start)
-        self.clients = [ServerClient(address) for address in addresses]
+            local_addresses = await asyncio.to_thread(self.local_fleet.start)
+            # Local servers listen on loopback in plaintext; they still check the token.
+            self.clients += [ServerClient(address, security.plaintext()) for address in local_addresses]
         await asyncio.gather(*(c.wait_ready(self.config.fleet.connect_timeout_seconds) for c in self.clients))
 
     async def _sync(self, records: list[UpdateRecord]) -> str:

@@ -72,7 +72,23 @@ def test_train_config_in_the_configmap_validates(tmp_path):
     configmap = next(doc for doc in _all_k8s() if doc["metadata"]["name"] == "seedcast-train-config")
     path = tmp_path / "train.yaml"
     path.write_text(configmap["data"]["train.yaml"])
-    load_config(path, ["fleet.servers=[a:1]", "fleet.local=0"])
+    ca = tmp_path / "ca.crt"
+    ca.write_text("placeholder")
+    load_config(path, ["fleet.servers=[seedcast-server-0.seedcast-server:50051]", "fleet.local=0",
+                       f"fleet.tls_ca={ca}"])
+
+
+def test_servers_and_optimizer_agree_on_tls_and_token():
+    docs = _all_k8s()
+    def args(kind: str) -> str:
+        workload = next(d for d in docs if d["kind"] == kind)
+        return " ".join(workload["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    server_args, job_args = args("StatefulSet"), args("Job")
+    assert "--tls-cert" in server_args and "--token-file /etc/seedcast/token/token" in server_args
+    assert "fleet.tls_ca=" in job_args and "fleet.token_file=/etc/seedcast/token/token" in job_args
+    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    assert "seedcast-token" in secrets
 
 
 def test_compose_file_validates_against_the_compose_spec():

@@ -32,7 +32,9 @@ def _train(run_path, overrides):
 
 
 def test_two_servers_two_iterations(tmp_path, tiny_model_dir):
-    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir))
+    token = tmp_path / "token"
+    token.write_text("a-token-for-the-local-servers-42\n")  # local servers require it; the optimizer sends it
+    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **{"fleet.token_file": token}))
     rows = [r for r in result.metrics if r["iteration"] >= 0]
     assert [r["iteration"] for r in rows] == [0, 1]
     assert all(r["members_ok"] == 4 and r["members_failed"] == 0 for r in rows)

@@ -1,0 +1,144 @@
+"""Who may talk to a server: TLS (optionally mutual) on the port, and a bearer token on every call.
+
+    seedcast serve --host 0.0.0.0 --tls-cert server.pem --tls-key server.key \
+                   [--tls-ca clients-ca.pem] --token-file token.txt
+
+- `--tls-cert/--tls-key` serve TLS; `--tls-ca` additionally requires a client certificate signed
+  by that CA (mutual TLS).
+- `--token-file` requires `authorization: Bearer <token>` on every call except the standard health
+  service (probes carry no token). Comparison is constant-time; the token is never logged.
+- Plaintext is allowed only on a loopback address, or with an explicit `--insecure`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
+AUTH_HEADER = "authorization"
+
+
+class SecurityConfigError(ValueError):
+    """TLS or token settings that cannot work; the message says what to set."""
+
+
+def read_secret(path: str | None, what: str) -> bytes | None:
+    """The bytes of a key, certificate or token file; a clear error when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as error:
+        raise SecurityConfigError(f"cannot read the {what} file {path}: {error.strerror}") from None
+    if not data.strip():
+        raise SecurityConfigError(f"the {what} file {path} is empty")
+    return data
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def read_token(path: str | None) -> str | None:
+    """The bearer token in a file (surrounding whitespace removed); at least 16 characters."""
+    data = read_secret(path, "token")
+    if data is None:
+        return None
+    token = data.decode().strip()
+    if len(token) < MIN_TOKEN_CHARS:
+        raise SecurityConfigError(f"the token in {path} is shorter than {MIN_TOKEN_CHARS} characters; "
+                                  "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and addresses in 127.0.0.0/8 or ::1."""
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServerSecurity:
+    """The TLS material and token of one server (file contents, not paths)."""
+
+    certificate: bytes | None = None
+    private_key: bytes | None = None
+    client_ca: bytes | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_files(cls, cert: str | None, key: str | None, ca: str | None, token_file: str | None,
+                   host: str, insecure: bool) -> ServerSecurity:
+        """Load and check the files; refuses plaintext off loopback unless `insecure`."""
+        if bool(cert) != bool(key):
+            raise SecurityConfigError("--tls-cert and --tls-key go together: set both, or neither")
+        if ca and not cert:
+            raise SecurityConfigError("--tls-ca (client certificates) needs TLS: set --tls-cert and --tls-key too")
+        if not cert and not insecure and not is_loopback(host):
+            raise SecurityConfigError(f"refusing plaintext gRPC on {host}: set --tls-cert/--tls-key, bind a loopback "
+                                      "address, or pass --insecure on a network you trust")
+        return cls(read_secret(cert, "TLS certificate"), read_secret(key, "TLS key"),
+                   read_secret(ca, "client CA"), read_token(token_file))
+
+    def credentials(self) -> grpc.ServerCredentials | None:
+        """Server credentials for add_secure_port, or None for plaintext."""
+        if self.certificate is None:
+            return None
+        return grpc.ssl_server_credentials([(self.private_key, self.certificate)], root_certificates=self.client_ca,
+                                           require_client_auth=self.client_ca is not None)
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
+    """Rejects every call without the right bearer token with UNAUTHENTICATED (health is exempt)."""
+
+    def __init__(self, token: str, on_reject: Callable[[str], None] = lambda method: None) -> None:
+        self._expected = f"Bearer {token}".encode()
+        self._on_reject = on_reject
+
+    def _authorised(self, metadata) -> bool:
+        for key, value in metadata or ():
+            if key == AUTH_HEADER:
+                presented = value.encode() if isinstance(value, str) else value
+                return hmac.compare_digest(presented, self._expected)
+        return False
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable], handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(HEALTH_SERVICE_PREFIX):
+            return handler
+        if self._authorised(handler_call_details.invocation_metadata):
+            return handler
+        self._on_reject(method.rsplit("/", 1)[-1])
+        return _denying_handler(handler)
+
+
+def _denying_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A handler of the same streaming shape as `handler` that answers UNAUTHENTICATED."""
+    message = "missing or wrong bearer token (send `authorization: Bearer <token>`)"
+
+    async def deny_unary(request, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    async def deny_stream(request_or_iterator, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        yield  # pragma: no cover - makes this an async generator, as streaming handlers are
+
+    options = {"request_deserializer": handler.request_deserializer,
+               "response_serializer": handler.response_serializer}
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(deny_unary, **options)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(deny_stream, **options)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(deny_unary, **options)
+    return grpc.stream_stream_rpc_method_handler(deny_stream, **options)

@@ -1,0 +1,150 @@
+"""TLS, mutual TLS and the bearer token: wrong or missing credentials are refused, weights untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from seedcast.inference_server.security import SecurityConfigError, ServerSecurity
+from seedcast.inference_server.server import start_server
+from seedcast.optimizer.client import ClientSecurity, ServerClient
+from seedcast.proto import seedcast_pb2 as pb
+from tests.certificates import TestCA
+from tests.simulated_backend import SimulatedLatencyTestBackend
+
+TOKEN = "correct-horse-battery-staple-0123"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("pki")
+    ca, rogue = TestCA(directory, "seedcast-ca"), TestCA(directory, "rogue-ca")
+    token_file = directory / "token"
+    token_file.write_text(TOKEN + "\n")
+    wrong_token = directory / "wrong-token"
+    wrong_token.write_text("not-the-right-token-at-all\n")
+    return {"ca": ca, "server": ca.issue("server", server=True), "client": ca.issue("client", server=False),
+            "rogue_client": rogue.issue("rogue-client", server=False), "token": token_file, "wrong_token": wrong_token}
+
+
+def _server_security(pki) -> ServerSecurity:
+    return ServerSecurity.from_files(str(pki["server"].cert), str(pki["server"].key), str(pki["ca"].files.cert),
+                                     str(pki["token"]), "127.0.0.1", insecure=False)
+
+
+def _client(pki, port, *, client="client", token="token", tls=True) -> ServerClient:
+    if not tls:
+        return ServerClient(f"127.0.0.1:{port}", ClientSecurity.from_files(token_file=str(pki[token])))
+    issued = pki[client] if client else None
+    security = ClientSecurity.from_files(str(pki["ca"].files.cert), str(issued.cert) if issued else None,
+                                         str(issued.key) if issued else None, None,
+                                         str(pki[token]) if token else None)
+    return ServerClient(f"127.0.0.1:{port}", security)
+
+
+def _with_secure_server(pki, scenario):
+    backend = SimulatedLatencyTestBackend(0.001)
+
+    async def main():
+        running = await start_server(backend, "127.0.0.1", 0, security=_server_security(pki))
+        try:
+            return await scenario(running.port, backend)
+        finally:
+            await running.stop(0)
+    return asyncio.run(main())
+
+
+async def _update(client: ServerClient) -> pb.UpdateReply:
+    try:
+        return await client.apply_update(1, [(5, 0.5)], 0.1)
+    finally:
+        await client.close()
+
+
+def test_right_certificate_and_token_work(pki):
+    async def scenario(port, backend):
+        return await _update(_client(pki, port)), backend.fingerprint()
+    reply, fingerprint = _with_secure_server(pki, scenario)
+    assert reply.step == 1 and reply.weights_fingerprint == fingerprint
+
+
+@pytest.mark.parametrize(("kind", "expected"), [
+    ({"token": None}, grpc.StatusCode.UNAUTHENTICATED),
+    ({"token": "wrong_token"}, grpc.StatusCode.UNAUTHENTICATED),
+    ({"client": "rogue_client"}, grpc.StatusCode.UNAVAILABLE),   # handshake refused: unknown client CA
+    ({"client": None}, grpc.StatusCode.UNAVAILABLE),             # handshake refused: no client certificate
+    ({"tls": False}, grpc.StatusCode.UNAVAILABLE),               # plaintext against a TLS port
+])
+def test_wrong_credentials_are_refused_and_weights_unchanged(pki, kind, expected):
+    async def scenario(port, backend):
+        before = backend.fingerprint()
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await _update(_client(pki, port, **kind))
+        return raised.value.code(), before, backend.fingerprint()
+    code, before, after = _with_secure_server(pki, scenario)
+    assert code == expected
+    assert before == after
+
+
+def test_evaluate_stream_needs_the_token(pki):
+    async def scenario(port, backend):
+        client = _client(pki, port, token=None)
+        stream = client.evaluate_stream()
+        await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(problems=[pb.Problem(prompt="p")],
+                                                                   evaluator="synthetic")))
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stream.read()
+        await client.close()
+        return raised.value.code()
+    assert _with_secure_server(pki, scenario) == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_health_needs_no_token_but_tls(pki):
+    async def scenario(port, backend):
+        client = _client(pki, port, token=None)
+        answer = await health_pb2_grpc.HealthStub(client.channel).Check(health_pb2.HealthCheckRequest())
+        await client.close()
+        return answer.status
+    assert _with_secure_server(pki, scenario) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_token_never_reaches_logs(pki, caplog):
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario(port, backend):
+        await _update(_client(pki, port))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await _update(_client(pki, port, token="wrong_token"))
+    _with_secure_server(pki, scenario)
+    assert TOKEN not in caplog.text and "not-the-right-token" not in caplog.text
+
+
+def test_server_security_settings_are_checked(pki, tmp_path):
+    with pytest.raises(SecurityConfigError, match="refusing plaintext gRPC on 0.0.0.0"):
+        ServerSecurity.from_files(None, None, None, None, "0.0.0.0", insecure=False)
+    assert ServerSecurity.from_files(None, None, None, None, "0.0.0.0", insecure=True).credentials() is None
+    assert ServerSecurity.from_files(None, None, None, None, "127.0.0.1", insecure=False).credentials() is None
+    with pytest.raises(SecurityConfigError, match="go together"):
+        ServerSecurity.from_files(str(pki["server"].cert), None, None, None, "0.0.0.0", insecure=False)
+    with pytest.raises(SecurityConfigError, match="needs TLS"):
+        ServerSecurity.from_files(None, None, str(pki["ca"].files.cert), None, "127.0.0.1", insecure=False)
+    short = tmp_path / "short"
+    short.write_text("abc")
+    with pytest.raises(SecurityConfigError, match="shorter than 16"):
+        ServerSecurity.from_files(None, None, None, str(short), "127.0.0.1", insecure=False)
+    with pytest.raises(SecurityConfigError, match="cannot read"):
+        ServerSecurity.from_files(None, None, None, str(tmp_path / "missing"), "127.0.0.1", insecure=False)
+
+
+def test_fleet_config_refuses_plaintext_to_remote_servers(tmp_path):
+    from seedcast.optimizer.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="not on loopback"):
+        load_config(overrides=["fleet.servers=[10.1.2.3:50051]", "fleet.local=0"])
+    assert load_config(overrides=["fleet.servers=[10.1.2.3:50051]", "fleet.local=0", "fleet.insecure=true"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(overrides=[f"fleet.token_file={tmp_path / 'nope'}"])
