@@ -112,21 +112,45 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         for phase in ("perturb", "generate", "score", "restore"):
             metrics.phase_seconds[phase].observe(getattr(outcome, f"{phase}_seconds"))
 
+    async def _apply_steps(self, requests: list[pb.UpdateRequest]) -> None:
+        """Validate and apply steps in order, under the lock; shielded by the callers, because a client
+        that disconnects mid-update must not leave the weights updated but the step not counted."""
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            for request in requests:
+                terms = check_update(request, self.step, self.limits)
+                with self.metrics.phase_seconds["update"].time():
+                    await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+                self.step = request.step
+                self.metrics.step.set(self.step)
+                self.metrics.updates_applied.inc()
+            self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+
     async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
         """Apply the next update step and answer with the new fingerprint."""
-        async with self._lock:  # step check and application must not interleave with another update
-            try:
-                terms = check_update(request, self.step, self.limits)
-            except RequestError as error:
-                await self._refuse(context, "ApplyUpdate", error)
-            loop = asyncio.get_running_loop()
-            with self.metrics.phase_seconds["update"].time():
-                await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
-                self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
-            self.step = request.step
-            self.metrics.step.set(self.step)
-            self.metrics.updates_applied.inc()
-        log.info("applied step %d (%d terms), fingerprint %s", self.step, len(terms), self.fingerprint)
+        try:
+            await asyncio.shield(self._apply_steps([request]))
+        except RequestError as error:
+            await self._refuse(context, "ApplyUpdate", error)
+        log.info("applied step %d (%d terms), fingerprint %s", self.step, len(request.terms), self.fingerprint)
+        return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
+
+    async def Sync(self, request_iterator, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
+        """Replay a run of steps (a restarted server catching up), then answer with the fingerprint."""
+        requests = []
+        async for request in request_iterator:
+            if len(requests) >= self.limits.max_sync_steps:
+                await self._refuse(context, "Sync", RequestError(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"at most {self.limits.max_sync_steps} steps per Sync call"))
+            requests.append(request)
+        first = self.step
+        try:
+            await asyncio.shield(self._apply_steps(requests))
+        except RequestError as error:
+            # Steps before the bad one stay applied (each was valid); the answer says where it stopped.
+            await self._refuse(context, "Sync", RequestError(error.code, f"{error.message} (server now at step "
+                                                                         f"{self.step})"))
+        log.info("synced steps %d..%d, fingerprint %s", first + 1, self.step, self.fingerprint)
         return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
 
     async def GetState(self, request: pb.StateRequest, context: grpc.aio.ServicerContext) -> pb.ServerState:

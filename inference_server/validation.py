@@ -33,6 +33,7 @@ class Limits:
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256
     max_update_terms: int = 65_536
+    max_sync_steps: int = 1_000_000
     max_sigma: float = 1.0
 
 

@@ -175,10 +175,10 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.inference_server.security import SecurityConfigError
     from seedcast.optimizer.client import ServerUnreachableError
     from seedcast.optimizer.config import ConfigError
+    from seedcast.optimizer.fleet import FingerprintMismatchError
     from seedcast.optimizer.local_fleet import LocalServerError
     from seedcast.optimizer.run_dir import CorruptRunError
     from seedcast.optimizer.scheduler import FleetExhaustedError
-    from seedcast.optimizer.trainer import FingerprintMismatchError
 
     return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
             LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError)

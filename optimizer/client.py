@@ -86,6 +86,13 @@ class ServerClient:
                                    terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms])
         return await self.stub.ApplyUpdate(request, metadata=self.metadata)
 
+    async def sync(self, records) -> pb.UpdateReply:
+        """Replay logged steps (objects with step, terms, sigma) in one Sync call."""
+        requests = [pb.UpdateRequest(step=r.step, sigma=r.sigma,
+                                     terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in r.terms])
+                    for r in records]
+        return await self.stub.Sync(iter(requests), metadata=self.metadata)
+
     async def sample(self, request: pb.SampleRequest) -> pb.SampleReply:
         """Scored samples on the current weights."""
         return await self.stub.Sample(request, metadata=self.metadata)

@@ -128,6 +128,14 @@ class FleetConfig(Section):
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
     local_metrics_port: int | None = Field(None, ge=1, le=65535,
                                            description="Local server I serves Prometheus metrics on this port + I.")
+    member_deadline_seconds: float | None = Field(
+        900.0, gt=0, description="A server that does not answer a member in this time is dropped and the member "
+                                 "reassigned (null: wait forever).")
+    quorum: float | None = Field(None, gt=0, le=1, description="Close an iteration once this fraction of members "
+                                                               "returned and iteration_deadline_seconds passed.")
+    iteration_deadline_seconds: float | None = Field(None, gt=0, description="See fleet.quorum.")
+    rejoin_timeout_seconds: float = Field(2.0, gt=0, description="Per iteration, how long to wait for a dropped or "
+                                                                  "restarted server to answer before it rejoins.")
     tls_ca: str | None = Field(None, description="PEM CA bundle that signed the servers' certificates; turns on TLS.")
     tls_cert: str | None = Field(None, description="PEM client certificate for servers that require mutual TLS.")
     tls_key: str | None = Field(None, description="PEM private key of fleet.tls_cert.")
@@ -149,6 +157,8 @@ class FleetConfig(Section):
                                 "fleet.insecure=true on a network you trust")
         if bool(self.tls_cert) != bool(self.tls_key):
             problems.append("fleet.tls_cert and fleet.tls_key go together: set both or neither")
+        if (self.quorum is None) != (self.iteration_deadline_seconds is None):
+            problems.append("fleet.quorum and fleet.iteration_deadline_seconds go together: set both or neither")
         if self.tls_cert and not self.tls_ca:
             problems.append("fleet.tls_cert needs TLS: set fleet.tls_ca too")
         for name in ("tls_ca", "tls_cert", "tls_key", "token_file"):

@@ -36,6 +36,13 @@ class OptimizerMetrics:
         self.members_failed = counter("seedcast_optimizer_members_failed_total", "Members reported as failed.")
         self.members_reassigned = counter("seedcast_members_reassigned_total",
                                           "Members handed to another server after their server failed.")
+        self.members_dropped = counter("seedcast_members_dropped_total",
+                                       "Member results abandoned: stalled past the deadline, or in flight when a "
+                                       "quorum closed the iteration.")
+        self.servers_fenced = counter("seedcast_servers_fenced_total",
+                                      "Servers excluded because their weights disagreed with the fleet's.")
+        self.servers_rejoined = counter("seedcast_servers_rejoined_total",
+                                        "Servers readmitted after a Sync proved their weights.")
         self.tokens = counter("seedcast_optimizer_tokens_total", "Completion tokens reported by member results.")
         self.fingerprint_mismatches = counter("seedcast_fingerprint_mismatches_total",
                                               "Times the servers disagreed on the weights fingerprint.")

@@ -1,8 +1,14 @@
 """The asynchronous scheduler: a work queue of members feeding any number of servers.
 
 Each server gets the iteration's prompt batch once, then members one at a time as it frees up;
-a fast server simply takes more members (no lock-step waves). A server whose stream breaks is
-dropped from the iteration and its in-flight member goes back to the queue for another server.
+a fast server simply takes more members (no lock-step waves). Failure handling:
+
+- a server whose stream breaks, or that does not answer a member within `member_deadline_seconds`
+  (stalled, e.g. SIGSTOP), leaves the active set; its member goes back to the queue for another
+  server. The trainer readmits it later, after a Sync proves its weights;
+- with a `quorum` (fraction of the population), the iteration may close once
+  `iteration_deadline_seconds` have passed and that many members returned; results still in flight
+  are abandoned, and counted as dropped.
 """
 
 from __future__ import annotations
@@ -58,12 +64,23 @@ class IterationWork:
     sampling: pb.SamplingParams
 
 
-class FleetScheduler:
-    """Runs iterations over a list of connected servers."""
+@dataclass
+class Deadlines:
+    """Straggler handling: per-member deadline (reassign), optional quorum with an iteration deadline."""
 
-    def __init__(self, clients: list[ServerClient]) -> None:
-        self.clients = list(clients)
+    member_seconds: float | None = None
+    quorum: float | None = None
+    iteration_seconds: float | None = None
+
+
+class FleetScheduler:
+    """Runs iterations over the active servers (`clients`, shared with the trainer)."""
+
+    def __init__(self, clients: list[ServerClient], deadlines: Deadlines | None = None) -> None:
+        self.clients = clients  # the live list: the fleet readmits and removes servers in place
+        self.deadlines = deadlines or Deadlines()
         self.members_reassigned = 0
+        self.members_dropped = 0
         self.last_error = ""
 
     def _task(self, work: IterationWork, member: Member) -> pb.EvaluateRequest:
@@ -74,28 +91,41 @@ class FleetScheduler:
             iteration=work.iteration, member=member.index, seed=member.seed, sign=member.sign,
             sigma=work.sigma, sampling=sampling, expected_step=work.step))
 
+    def _retire(self, client: ServerClient, reason: str) -> None:
+        """Take a failed or stalled server out of the active set (the trainer may readmit it)."""
+        client.drop_stream()
+        if client in self.clients:
+            self.clients.remove(client)
+        self.last_error = f"{client.address}: {reason}"
+
     async def _serve_queue(self, client: ServerClient, work: IterationWork, queue: deque[Member],
-                           reports: dict[int, MemberReport], on_report: Callable[[MemberReport], None]) -> None:
-        while queue:
+                           reports: dict[int, MemberReport], in_flight: dict[ServerClient, Member],
+                           on_report: Callable[[MemberReport], None]) -> None:
+        while queue and client in self.clients:
             member = queue.popleft()
+            in_flight[client] = member
             try:
                 stream = client.evaluate_stream()
                 if client.batch_iteration != work.iteration:
                     await stream.write(pb.EvaluateRequest(batch=work.batch))
                     client.batch_iteration = work.iteration
                 await stream.write(self._task(work, member))
-                response = await stream.read()
+                response = await asyncio.wait_for(stream.read(), self.deadlines.member_seconds)
                 if response is grpc.aio.EOF:
                     raise ConnectionError("the server closed the stream")
-            except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as error:
-                detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
+            except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError, asyncio.TimeoutError) as error:
+                if isinstance(error, asyncio.TimeoutError):
+                    detail = f"no answer within the {self.deadlines.member_seconds:g} s member deadline (stalled)"
+                    self.members_dropped += 1  # if it ever answers, that result is not used
+                else:
+                    detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
                 log.warning("server %s failed on member %d (%s); reassigning it", client.address, member.index, detail)
+                del in_flight[client]
                 queue.appendleft(member)
                 self.members_reassigned += 1
-                client.drop_stream()
-                self.clients.remove(client)
-                self.last_error = f"{client.address}: {detail}"
+                self._retire(client, detail)
                 return
+            del in_flight[client]
             reports[member.index] = self._report(member, client.address, response)
             on_report(reports[member.index])
 
@@ -109,18 +139,49 @@ class FleetScheduler:
         return MemberReport(member=member, server=server, rewards=list(result.rewards),
                             completion_tokens=sum(result.completion_tokens), timings=timings)
 
+    def _quorum_met(self, reports: dict[int, MemberReport], population: int, started: float) -> bool:
+        quorum, limit = self.deadlines.quorum, self.deadlines.iteration_seconds
+        if quorum is None or limit is None:
+            return False
+        return time.monotonic() - started >= limit and len(reports) >= math.ceil(quorum * population)
+
     async def run_iteration(self, work: IterationWork,
                             on_report: Callable[[MemberReport], None] = lambda report: None) -> dict[int, MemberReport]:
-        """Evaluate all members of `work`; returns member index → report."""
+        """Evaluate the members of `work`; returns member index → report (all, or a quorum)."""
         queue: deque[Member] = deque(work.members)
         reports: dict[int, MemberReport] = {}
-        self.last_error = ""
-        started = time.perf_counter()
-        while queue:
-            if not self.clients:
-                raise FleetExhaustedError(f"no inference server left with {len(queue)} members to evaluate; "
-                                          f"last error: {self.last_error}")
-            await asyncio.gather(*(self._serve_queue(client, work, queue, reports, on_report)
-                                   for client in list(self.clients)))
-        log.debug("iteration %d: %d members in %.2f s", work.iteration, len(reports), time.perf_counter() - started)
+        in_flight: dict[ServerClient, Member] = {}
+        started = time.monotonic()
+        tasks: set[asyncio.Task] = set()
+        try:
+            while queue or tasks:
+                if queue:
+                    busy = {task.get_name() for task in tasks}
+                    idle = [c for c in self.clients if c.address not in busy]
+                    if not idle and not tasks:
+                        raise FleetExhaustedError(f"no inference server left with {len(queue)} members to "
+                                                  f"evaluate; last error: {self.last_error}")
+                    for client in idle:
+                        tasks.add(asyncio.create_task(
+                            self._serve_queue(client, work, queue, reports, in_flight, on_report),
+                            name=client.address))
+                timeout = None
+                if self.deadlines.quorum is not None and self.deadlines.iteration_seconds is not None:
+                    timeout = max(0.05, self.deadlines.iteration_seconds - (time.monotonic() - started))
+                done, tasks = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # re-raise unexpected errors
+                if self._quorum_met(reports, len(work.members), started):
+                    break
+        finally:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        if in_flight:
+            log.warning("iteration %d closed on a quorum of %d/%d members; abandoning %d in flight",
+                        work.iteration, len(reports), len(work.members), len(in_flight))
+            self.members_dropped += len(in_flight)
+            for client in in_flight:
+                client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean
         return reports

@@ -8,7 +8,6 @@ agree. Because the log is written first, a crash at any point resumes to the sam
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import statistics
@@ -20,22 +19,17 @@ from tqdm import tqdm
 
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
-from seedcast.optimizer.client import ClientSecurity, ServerClient
 from seedcast.optimizer.config import TrainConfig
-from seedcast.optimizer.local_fleet import LocalFleet
+from seedcast.optimizer.fleet import Fleet
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
-from seedcast.optimizer.scheduler import FleetScheduler, IterationWork, MemberReport
+from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.seeds import derive_seed, minibatch_indices
 from seedcast.optimizer.strategy import ESState, OpenES
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.train")
 EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of the synthetic task is drawn from another stream
-
-
-class FingerprintMismatchError(RuntimeError):
-    """Replicas that should hold identical weights do not."""
 
 
 @dataclass
@@ -67,51 +61,10 @@ class Trainer:
         self.problems = load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
-        self.clients: list[ServerClient] = []
-        self.local_fleet: LocalFleet | None = None
-
-    # ----- fleet ---------------------------------------------------------------------------
-    def _check_agreement(self, states: dict[str, str], what: str) -> str:
-        fingerprints = set(states.values())
-        if len(fingerprints) != 1:
-            self.metrics.fingerprint_mismatches.inc()
-            listing = ", ".join(f"{address}={fp}" for address, fp in states.items())
-            raise FingerprintMismatchError(f"servers disagree on the weights {what}: {listing}")
-        return fingerprints.pop()
-
-    async def _connect(self) -> None:
-        fleet = self.config.fleet
-        security = ClientSecurity.from_files(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name,
-                                             fleet.token_file)
-        self.clients = [ServerClient(address, security) for address in fleet.servers]
-        if fleet.local:
-            self.local_fleet = LocalFleet(self.config, self.run.logs_path)
-            local_addresses = await asyncio.to_thread(self.local_fleet.start)
-            # Local servers listen on loopback in plaintext; they still check the token.
-            self.clients += [ServerClient(address, security.plaintext()) for address in local_addresses]
-        await asyncio.gather(*(c.wait_ready(self.config.fleet.connect_timeout_seconds) for c in self.clients))
-
-    async def _sync(self, records: list[UpdateRecord]) -> str:
-        """Bring every server to the log's last step by replaying the records it lacks."""
-        async def sync_one(client: ServerClient) -> str:
-            state = await client.state()
-            if state.step > len(records):
-                raise RuntimeError(f"server {client.address} is at step {state.step} but the run log has "
-                                   f"{len(records)} steps; restart that server so it reloads the base model")
-            fingerprint = state.weights_fingerprint
-            for record in records[state.step:]:
-                fingerprint = (await client.apply_update(record.step, record.terms, record.sigma)).weights_fingerprint
-            return fingerprint
-
-        fingerprints = await asyncio.gather(*(sync_one(c) for c in self.clients))
-        return self._check_agreement(dict(zip([c.address for c in self.clients], fingerprints, strict=True)),
-                                f"at step {len(records)}")
-
-    async def _close(self) -> None:
-        for client in self.clients:
-            await client.close()
-        if self.local_fleet is not None:
-            await asyncio.to_thread(self.local_fleet.stop)
+        self.fleet = Fleet(config, run.logs_path, self.metrics)
+        fleet = config.fleet
+        self.scheduler = FleetScheduler(self.fleet.active, Deadlines(
+            fleet.member_deadline_seconds, fleet.quorum, fleet.iteration_deadline_seconds))
 
     # ----- iterations ----------------------------------------------------------------------
     def _sampling(self, temperature: float | None = None) -> pb.SamplingParams:
@@ -141,11 +94,12 @@ class Trainer:
                                    sampling=self._sampling(temperature=0.0),
                                    system_prompt=self.config.task.system_prompt)
         request.sampling.samples_per_prompt = 1
-        reply = await self.clients[0].sample(request)
+        reply = await self.fleet.active[0].sample(request)
         rewards = [r for p in reply.problems for r in p.rewards if not math.isnan(r)]
         return sum(rewards) / len(rewards) if rewards else math.nan
 
-    async def _iteration(self, state: ESState, scheduler: FleetScheduler) -> tuple[ESState, dict]:
+    async def _iteration(self, state: ESState) -> tuple[ESState, dict]:
+        scheduler = self.scheduler
         iteration = state.iteration
         members = self.strategy.ask(state)
         work = IterationWork(iteration=iteration, step=iteration, batch=self._batch(iteration), members=members,
@@ -168,16 +122,15 @@ class Trainer:
                             tok_s=f"{tokens / elapsed:.0f}", refresh=False)
             bar.update(1)
 
-        reassigned_before = scheduler.members_reassigned
+        reassigned_before, dropped_before = scheduler.members_reassigned, scheduler.members_dropped
+        await self.fleet.readmit()
         reports = await scheduler.run_iteration(work, on_report)
         bar.close()
         fitness = {index: report.fitness for index, report in reports.items()}
         update, next_state = self.strategy.tell(state, members, fitness)
-        self.run.append_update(UpdateRecord(step=update.step, sigma=update.sigma, terms=update.terms))
-        replies = await asyncio.gather(*(c.apply_update(update.step, update.terms, update.sigma) for c in self.clients))
-        fingerprint = self._check_agreement({c.address: r.weights_fingerprint for c, r in zip(self.clients, replies,
-                                                                                          strict=True)},
-                                       f"after step {update.step}")
+        record = UpdateRecord(step=update.step, sigma=update.sigma, terms=update.terms)
+        self.run.append_update(record)  # logged (fsync) before any server applies it
+        fingerprint = await self.fleet.broadcast(record)
         seconds = time.perf_counter() - started
         rewards = [f for f in fitness.values() if not math.isnan(f)]
         failed = [r for r in reports.values() if r.error]
@@ -190,21 +143,23 @@ class Trainer:
             "reward_max": max(rewards, default=None), "reward_min": min(rewards, default=None),
             "members_ok": len(rewards), "members_failed": len(failed),
             "members_reassigned": scheduler.members_reassigned - reassigned_before,
+            "members_dropped": scheduler.members_dropped - dropped_before,
+            "servers_active": len(self.fleet.active),
             "completion_tokens": tokens, "tokens_per_second": tokens / seconds if seconds else 0.0,
             "update_terms": len(update.terms), "fingerprint": fingerprint,
         }
         for phase in ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds"):
             values = [r.timings[phase] for r in reports.values() if r.timings]
             metrics[phase] = statistics.fmean(values) if values else None
-        self._export_iteration(metrics, len(scheduler.clients))
+        self._export_iteration(metrics)
         return next_state, metrics
 
-    def _export_iteration(self, metrics: dict, servers_up: int) -> None:
+    def _export_iteration(self, metrics: dict) -> None:
         exported = self.metrics
         exported.iteration_seconds.observe(metrics["seconds"])
         exported.current_step.set(metrics["step"])
-        exported.servers_up.set(servers_up)
         exported.members_reassigned.inc(metrics["members_reassigned"])
+        exported.members_dropped.inc(metrics["members_dropped"])
         for name in ("reward_mean", "reward_std", "reward_max"):
             if metrics[name] is not None:
                 getattr(exported, name).set(metrics[name])
@@ -215,13 +170,10 @@ class Trainer:
         self.run.truncate_metrics(len(records))
         state = ESState(iteration=len(records))
         try:
-            await self._connect()
-            fingerprint = await self._sync(records)
+            fingerprint = await self.fleet.start(records)
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
-            scheduler = FleetScheduler(self.clients)
             self.metrics.current_step.set(state.iteration)
-            self.metrics.servers_up.set(len(self.clients))
             if self.config.eval_every and state.iteration == 0:
                 baseline = await self.evaluate_current()
                 self.run.append_metrics({"iteration": -1, "step": 0, "eval_reward": baseline,
@@ -229,7 +181,7 @@ class Trainer:
                 self.metrics.eval_reward.set(baseline)
                 log.info("base model eval reward %.3f", baseline)
             while state.iteration < self.config.iterations:
-                state, metrics = await self._iteration(state, scheduler)
+                state, metrics = await self._iteration(state)
                 fingerprint = metrics["fingerprint"]
                 if self.config.eval_every and (state.iteration % self.config.eval_every == 0
                                                or state.iteration == self.config.iterations):
@@ -241,7 +193,7 @@ class Trainer:
                          metrics["seconds"],
                          f", eval {metrics['eval_reward']:.3f}" if "eval_reward" in metrics else "")
         finally:
-            await self._close()
+            await self.fleet.close()
         return TrainResult(iterations=state.iteration, fingerprint=fingerprint, metrics=self.run.metrics())
 
 

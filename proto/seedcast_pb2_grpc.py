@@ -46,6 +46,11 @@ class InferenceServerStub:
                 request_serializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.SerializeToString,
                 response_deserializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.FromString,
                 _registered_method=True)
+        self.Sync = channel.stream_unary(
+                '/seedcast.v1.InferenceServer/Sync',
+                request_serializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.SerializeToString,
+                response_deserializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.FromString,
+                _registered_method=True)
         self.GetState = channel.unary_unary(
                 '/seedcast.v1.InferenceServer/GetState',
                 request_serializer=seedcast_dot_proto_dot_seedcast__pb2.StateRequest.SerializeToString,
@@ -80,6 +85,15 @@ class InferenceServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sync(self, request_iterator, context):
+        """Replays update steps in order (a server that restarted or joins a running job): each message is
+        one step, starting at the server's current step + 1. Answers once, with the final step and
+        fingerprint, which the optimizer compares with the fleet's before it sends the server members.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetState(self, request, context):
         """Reports the server's step, weights fingerprint, model and backend.
         """
@@ -104,6 +118,11 @@ def add_InferenceServerServicer_to_server(servicer, server):
             ),
             'ApplyUpdate': grpc.unary_unary_rpc_method_handler(
                     servicer.ApplyUpdate,
+                    request_deserializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.FromString,
+                    response_serializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.SerializeToString,
+            ),
+            'Sync': grpc.stream_unary_rpc_method_handler(
+                    servicer.Sync,
                     request_deserializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.FromString,
                     response_serializer=seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.SerializeToString,
             ),
@@ -172,6 +191,33 @@ class InferenceServer:
             request,
             target,
             '/seedcast.v1.InferenceServer/ApplyUpdate',
+            seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.SerializeToString,
+            seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sync(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/seedcast.v1.InferenceServer/Sync',
             seedcast_dot_proto_dot_seedcast__pb2.UpdateRequest.SerializeToString,
             seedcast_dot_proto_dot_seedcast__pb2.UpdateReply.FromString,
             options,

@@ -1,0 +1,163 @@
+"""The fleet: which servers exist, which are active, and how they are kept identical.
+
+- **Start**: every configured server (and every local one this process starts) must answer; each
+  is synced to the update log with one `Sync` call and all must report the same fingerprint.
+- **Broadcast**: an update goes to every active server; a server that fails the call leaves the
+  active set. If the answers disagree, the servers outside the strict majority are fenced (never
+  used again) and reported; with no strict majority the run stops.
+- **Readmission** (before each iteration): a server that left the active set, or restarted, is
+  synced from the log and rejoins only if its fingerprint equals the fleet's; otherwise it is
+  fenced. A server still unreachable is retried at the next iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+
+import grpc
+
+from seedcast.optimizer.client import ClientSecurity, ServerClient, ServerUnreachableError
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.local_fleet import LocalFleet
+from seedcast.optimizer.metrics import OptimizerMetrics
+from seedcast.optimizer.run_dir import UpdateRecord
+
+log = logging.getLogger("seedcast.fleet")
+
+
+class FingerprintMismatchError(RuntimeError):
+    """Replicas that should hold identical weights do not, and no strict majority agrees."""
+
+
+class Fleet:
+    """The servers of one run; `active` is the list the scheduler hands members to."""
+
+    def __init__(self, config: TrainConfig, logs_path, metrics: OptimizerMetrics) -> None:
+        self.config = config
+        self.logs_path = logs_path
+        self.metrics = metrics
+        self.known: dict[str, ClientSecurity] = {}
+        self.active: list[ServerClient] = []
+        self.fenced: dict[str, str] = {}
+        self.records: list[UpdateRecord] = []
+        self.fingerprint = ""
+        self.local_fleet: LocalFleet | None = None
+
+    # ----- lifecycle -----------------------------------------------------------------------
+    async def start(self, records: list[UpdateRecord]) -> str:
+        """Connect, sync every server to `records`, check agreement; returns the fingerprint."""
+        fleet = self.config.fleet
+        security = ClientSecurity.from_files(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name,
+                                             fleet.token_file)
+        self.known = {address: security for address in fleet.servers}
+        if fleet.local:
+            self.local_fleet = LocalFleet(self.config, self.logs_path)
+            # Local servers listen on loopback in plaintext; they still check the token.
+            for address in await asyncio.to_thread(self.local_fleet.start):
+                self.known[address] = security.plaintext()
+        self.active.extend(ServerClient(address, known) for address, known in self.known.items())
+        await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
+        self.records = list(records)
+        fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
+        self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(records)}")
+        self.metrics.servers_up.set(len(self.active))
+        return self.fingerprint
+
+    async def close(self) -> None:
+        """Close every channel and stop local servers."""
+        for client in self.active:
+            await client.close()
+        self.active.clear()
+        if self.local_fleet is not None:
+            await asyncio.to_thread(self.local_fleet.stop)
+
+    # ----- keeping replicas identical --------------------------------------------------------
+    async def _sync(self, client: ServerClient, strict: bool) -> str:
+        """Replay the steps the server lacks; a server ahead of the log is an error (strict) or fenced."""
+        state = await client.state()
+        if state.step > len(self.records):
+            message = (f"server {client.address} is at step {state.step} but the run log has {len(self.records)} "
+                       "steps; restart it so it reloads the base model")
+            if strict:
+                raise FingerprintMismatchError(message)
+            return f"ahead-of-log:{state.step}"
+        if state.step == len(self.records):
+            return state.weights_fingerprint
+        return (await client.sync(self.records[state.step:])).weights_fingerprint
+
+    def _fence(self, client: ServerClient, reason: str) -> None:
+        log.error("fencing server %s: %s; it will not be used again in this run", client.address, reason)
+        self.fenced[client.address] = reason
+        self.metrics.servers_fenced.inc()
+        client.drop_stream()
+        if client in self.active:
+            self.active.remove(client)
+
+    def _agree(self, fingerprints: dict[ServerClient, str], what: str) -> str:
+        """The fingerprint of the strict majority; fences the rest, or raises without a strict majority."""
+        counts = Counter(fingerprints.values())
+        majority, votes = counts.most_common(1)[0]
+        if len(counts) > 1:
+            self.metrics.fingerprint_mismatches.inc()
+            listing = ", ".join(f"{c.address}={fp}" for c, fp in fingerprints.items())
+            if votes * 2 <= len(fingerprints):
+                raise FingerprintMismatchError(f"servers disagree on the weights {what}, with no majority: {listing}")
+            for client, fingerprint in fingerprints.items():
+                if fingerprint != majority:
+                    self._fence(client, f"fingerprint {fingerprint} != fleet {majority} {what}")
+        return majority
+
+    async def broadcast(self, record: UpdateRecord) -> str:
+        """Apply a (logged) update on every active server; returns the agreed fingerprint."""
+        self.records.append(record)
+        clients = list(self.active)
+        replies = await asyncio.gather(*(c.apply_update(record.step, record.terms, record.sigma) for c in clients),
+                                       return_exceptions=True)
+        fingerprints = {}
+        for client, reply in zip(clients, replies, strict=True):
+            if isinstance(reply, grpc.aio.AioRpcError):
+                log.warning("server %s failed to apply step %d (%s); it leaves the active set", client.address,
+                            record.step, reply.details())
+                client.drop_stream()
+                self.active.remove(client)
+            elif isinstance(reply, BaseException):
+                raise reply
+            else:
+                fingerprints[client] = reply.weights_fingerprint
+        if fingerprints:
+            self.fingerprint = self._agree(fingerprints, f"after step {record.step}")
+        await self.readmit()
+        if not self.active:
+            from seedcast.optimizer.scheduler import FleetExhaustedError
+
+            raise FleetExhaustedError(f"no inference server applied step {record.step} or could rejoin")
+        return self.fingerprint
+
+    async def readmit(self) -> None:
+        """Sync and readmit servers that left the active set (or restarted), if their weights agree."""
+        active_addresses = {c.address for c in self.active}
+        waiting = [a for a in self.known if a not in active_addresses and a not in self.fenced]
+        if not waiting:
+            self.metrics.servers_up.set(len(self.active))
+            return
+        await asyncio.gather(*(self._readmit_one(address) for address in waiting))
+        self.metrics.servers_up.set(len(self.active))
+
+    async def _readmit_one(self, address: str) -> None:
+        client = ServerClient(address, self.known[address])
+        try:
+            await client.wait_ready(self.config.fleet.rejoin_timeout_seconds)
+            fingerprint = await asyncio.wait_for(self._sync(client, strict=False),
+                                                 self.config.fleet.connect_timeout_seconds)
+        except (ServerUnreachableError, grpc.aio.AioRpcError, asyncio.TimeoutError):
+            await client.close()
+            return
+        if fingerprint != self.fingerprint:
+            self._fence(client, f"after sync its fingerprint {fingerprint} != fleet {self.fingerprint}")
+            await client.close()
+            return
+        log.info("server %s rejoined at step %d", address, len(self.records))
+        self.metrics.servers_rejoined.inc()
+        self.active.append(client)
