@@ -12,6 +12,7 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
@@ -50,8 +51,10 @@ class Trainer:
     """Runs one training run against a run directory (new or resumed)."""
 
     def __init__(self, config: TrainConfig, run: RunDirectory, show_progress: bool = True,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 on_report: Callable[[MemberReport], None] | None = None) -> None:
         self.config = config
+        self.on_report = on_report  # called with every member result as it arrives (progress, fault injection)
         # A private registry unless the CLI exports the process-wide one (tests run several trainers).
         self.metrics = OptimizerMetrics(config.task.dataset, config.model.name, registry or CollectorRegistry())
         self.run = run
@@ -121,6 +124,8 @@ class Trainer:
             bar.set_postfix(reward=f"{statistics.fmean(done_fitness):.3f}" if done_fitness else "n/a",
                             tok_s=f"{tokens / elapsed:.0f}", refresh=False)
             bar.update(1)
+            if self.on_report is not None:
+                self.on_report(report)
 
         reassigned_before, dropped_before = scheduler.members_reassigned, scheduler.members_dropped
         await self.fleet.readmit()

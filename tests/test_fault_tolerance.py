@@ -1,0 +1,156 @@
+"""Fault injection on real server processes: SIGKILL and restart mid-iteration, SIGSTOP, and a
+SIGKILLed optimizer resumed — each run must end with the weights of a run without faults."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from seedcast.optimizer.config import load_config
+from seedcast.optimizer.run_dir import RunDirectory
+from seedcast.optimizer.trainer import Trainer
+from tests.server_processes import ServerProcess
+
+ITERATIONS = 4
+
+
+def _overrides(model_dir: str, iterations: int = ITERATIONS, **extra) -> list[str]:
+    values = {
+        "model.name": model_dir, "model.dtype": "bfloat16", "iterations": iterations, "batch_size": 2,
+        "eval_every": 0, "task.evaluator": "tests.tiny_model:digit_fraction_reward", "task.synthetic_size": 50,
+        "sampling.max_new_tokens": 24, "sampling.temperature": 1.0, "es.population": 8, "es.sigma": 0.05,
+        "es.learning_rate": 0.01, "fleet.threads_per_server": 1, **extra,
+    }
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+def _train(run_path, overrides, on_report=None):
+    config = load_config(overrides=overrides)
+    run = RunDirectory.create(run_path, config)
+    result = asyncio.run(Trainer(config, run, show_progress=False, on_report=on_report).train())
+    return run, result
+
+
+@pytest.fixture(scope="module")
+def reference_fingerprint(tmp_path_factory, tiny_model_dir):
+    """The same run on one local server, no faults."""
+    _, result = _train(tmp_path_factory.mktemp("reference") / "run", _overrides(tiny_model_dir, **{"fleet.local": 1}))
+    return result.fingerprint
+
+
+@pytest.fixture()
+def servers(tmp_path, tiny_model_dir):
+    started = []
+
+    def launch(count: int) -> list[ServerProcess]:
+        for index in range(count):
+            started.append(ServerProcess(tiny_model_dir, tmp_path, f"server-{index}"))
+        for server in started:
+            server.start()
+        return started
+
+    yield launch
+    for server in started:
+        server.stop()
+
+
+def _fleet(servers: list[ServerProcess]) -> dict[str, str]:
+    return {"fleet.local": 0, "fleet.servers": f"[{','.join(s.address for s in servers)}]"}
+
+
+def test_killed_servers_are_replaced_and_rejoin_with_identical_results(tmp_path, tiny_model_dir, servers,
+                                                                       reference_fingerprint):
+    fleet = servers(3)
+    seen = []
+    killed_in: list[int] = []
+    restarts: list[threading.Thread] = []
+
+    def kill_one_mid_iteration(report):
+        iteration, position = divmod(len(seen), 8)  # every member of an iteration reports exactly once
+        seen.append(report)
+        if position != 1 or iteration >= ITERATIONS - 1:
+            return
+        # Kill a server other than the one that just answered: with a full queue it is mid-member.
+        alive = [s for s in fleet if s.address != report.server and s.process.poll() is None]
+        if not alive:
+            return
+        alive[0].kill()
+        killed_in.append(iteration)
+        thread = threading.Thread(target=alive[0].start)  # restarts on the same port, reloads the base model
+        thread.start()
+        restarts.append(thread)
+
+    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **_fleet(fleet),
+                                                    **{"fleet.rejoin_timeout_seconds": 5}),
+                         on_report=kill_one_mid_iteration)
+    for thread in restarts:
+        thread.join()
+    rows = [r for r in result.metrics if r["iteration"] >= 0]
+    assert sum(r["members_reassigned"] for r in rows) >= 1
+    assert all(r["members_ok"] == 8 for r in rows), [r["members_ok"] for r in rows]
+    assert result.fingerprint == reference_fingerprint
+    assert len(killed_in) >= 2
+    assert max(r["servers_active"] for r in rows[1:]) == 3, "restarted servers must rejoin after a Sync"
+
+
+def test_a_stalled_server_does_not_stall_the_run(tmp_path, tiny_model_dir, servers, reference_fingerprint):
+    fleet = servers(2)
+    paused = []
+
+    def pause_the_other_server(report):
+        if not paused:
+            victim = next(s for s in fleet if s.address != report.server)
+            victim.pause()
+            paused.append(victim)
+
+    started = time.monotonic()
+    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **_fleet(fleet),
+                                                    **{"fleet.member_deadline_seconds": 3}),
+                       on_report=pause_the_other_server)
+    elapsed = time.monotonic() - started
+    rows = [r for r in result.metrics if r["iteration"] >= 0]
+    assert paused and sum(r["members_dropped"] for r in rows) >= 1
+    assert rows[0]["seconds"] < 3 + 15, "the stalled server held the iteration past its deadline"
+    assert elapsed < 120
+    assert result.fingerprint == reference_fingerprint
+
+
+@pytest.mark.slow
+def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path, tiny_model_dir, servers):
+    iterations = 20
+    _, reference = _train(tmp_path / "reference", _overrides(tiny_model_dir, iterations=iterations,
+                                                             **{"fleet.local": 1}))
+    fleet = servers(2)
+    run_dir = tmp_path / "run"
+    rng = random.Random(1234)
+    command = [sys.executable, "-m", "seedcast.optimizer.cli", "train", "--no-progress", "--run-dir", str(run_dir),
+               *_overrides(tiny_model_dir, iterations=iterations, **_fleet(fleet))]
+    steps_at_kill = []
+    for target in sorted(rng.sample(range(1, iterations), 3)):
+        log = (tmp_path / "optimizer.log").open("ab")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # Kill at a random point: once the log reaches a random step, plus a random part of an iteration.
+        updates = run_dir / "updates.jsonl"
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            if updates.exists() and updates.read_bytes().count(b"\n") >= target:
+                time.sleep(rng.uniform(0.0, 0.3))
+                break
+            time.sleep(0.005)
+        process.kill()  # SIGKILL, at whatever point it has reached
+        process.wait()
+        steps_at_kill.append(len(RunDirectory(run_dir).updates()))
+        command = [sys.executable, "-m", "seedcast.optimizer.cli", "train", "--no-progress", "--resume", str(run_dir)]
+    final = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr[-2000:]
+    assert any(0 < steps < iterations for steps in steps_at_kill), (  # killed mid-run, not at start
+        steps_at_kill, (tmp_path / "optimizer.log").read_text()[-3000:])
+    run = RunDirectory(run_dir)
+    assert [r.step for r in run.updates()] == list(range(1, iterations + 1))
+    assert run.metrics()[-1]["fingerprint"] == reference.fingerprint
