@@ -65,6 +65,11 @@ def _arity(function: Callable) -> int:
                for p in parameters)
 
 
+def installed_plugins() -> dict:
+    """Evaluators registered by installed distributions in the `seedcast.evaluators` entry-point group."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def load_evaluator(spec: str) -> Evaluator:
     """Build the evaluator a spec names (see the module docstring); errors say what is accepted."""
     if spec in BUILTIN_EVALUATORS:
@@ -77,7 +82,7 @@ def load_evaluator(spec: str) -> Evaluator:
         from seedcast.evaluators.reward_model import RemoteRewardEndpoint
 
         return RemoteRewardEndpoint(spec.removeprefix("remote:"))
-    plugins = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    plugins = installed_plugins()
     if spec in plugins:
         return _from_object(plugins[spec].load(), spec)
     if ":" in spec:

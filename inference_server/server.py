@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -63,6 +63,7 @@ class ServeOptions:
     token_file: str | None = None
     insecure: bool = False
     max_concurrent_rpcs: int = 64
+    allowed_evaluators: tuple[str, ...] = ()
 
 
 class RunningServer:
@@ -88,7 +89,10 @@ async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0,
 
     Metrics go to `registry` (a private one when None; `serve()` passes the process-wide one).
     Calls beyond `max_concurrent_rpcs` are answered RESOURCE_EXHAUSTED instead of queueing unboundedly.
+    Without `limits`, any evaluator spec is allowed (in-process use); `seedcast serve` allows only
+    built-ins, installed plugins and its --allow-evaluator specs.
     """
+    limits = limits or Limits(allowed_evaluators=None)
     security = security or ServerSecurity()
     servicer = InferenceServicer(backend, limits, registry)
     interceptors = []
@@ -126,7 +130,8 @@ async def serve(options: ServeOptions) -> None:
     log.info("loading %s backend with model %s", options.backend, options.model)
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
                              threads=options.threads)
-    running = await start_server(backend, options.host, options.port, options.limits, REGISTRY, security,
+    limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)
+    running = await start_server(backend, options.host, options.port, limits, REGISTRY, security,
                                  options.max_concurrent_rpcs)
     if options.metrics_port is not None:
         bound = start_metrics_server(options.metrics_port, options.host)

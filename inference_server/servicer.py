@@ -56,6 +56,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             return await asyncio.get_running_loop().run_in_executor(self._worker, partial(function, *args, **kwargs))
 
     def _evaluator(self, spec: str) -> Evaluator:
+        if not self.limits.evaluator_allowed(spec):
+            raise RequestError(grpc.StatusCode.PERMISSION_DENIED,
+                               f"evaluator {spec!r} is not allowed on this server; start it with "
+                               f"`seedcast serve --allow-evaluator {spec}`")
         if spec not in self._evaluators:
             try:
                 self._evaluators[spec] = load_evaluator(spec)

@@ -35,6 +35,19 @@ class Limits:
     max_update_terms: int = 65_536
     max_sync_steps: int = 1_000_000
     max_sigma: float = 1.0
+    # Evaluator specs a request may name beyond the built-ins and installed `seedcast.evaluators`
+    # plugins: exact specs, or prefixes ending in ":" or "." (e.g. "remote:", "mypkg."). A client
+    # could otherwise make the server import and call any function. None allows every spec.
+    allowed_evaluators: tuple[str, ...] | None = ()
+
+    def evaluator_allowed(self, spec: str) -> bool:
+        """Built-ins and installed plugins always; anything else only when allowed."""
+        from seedcast.evaluators.registry import BUILTIN_EVALUATORS, installed_plugins
+
+        if self.allowed_evaluators is None or spec in BUILTIN_EVALUATORS or spec in installed_plugins():
+            return True
+        return any(spec == allowed or (allowed.endswith((":", ".")) and spec.startswith(allowed))
+                   for allowed in self.allowed_evaluators)
 
 
 def _invalid(message: str) -> RequestError:

@@ -24,7 +24,8 @@ def _serve(args: argparse.Namespace) -> int:
                            dtype=args.dtype, threads=args.threads, ready_file=args.ready_file,
                            grace_seconds=args.grace_seconds, metrics_port=args.metrics_port, tls_cert=args.tls_cert,
                            tls_key=args.tls_key, tls_ca=args.tls_ca, token_file=args.token_file,
-                           insecure=args.insecure, max_concurrent_rpcs=args.max_concurrent_rpcs)
+                           insecure=args.insecure, max_concurrent_rpcs=args.max_concurrent_rpcs,
+                           allowed_evaluators=tuple(args.allow_evaluator))
     asyncio.run(serve(options))
     return 0
 
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="file holding a bearer token every call must present (health checks excepted)")
     serve.add_argument("--insecure", action="store_true",
                        help="allow plaintext gRPC on a non-loopback address (only on a network you trust)")
+    serve.add_argument("--allow-evaluator", action="append", default=[], metavar="SPEC",
+                       help="also allow this evaluator spec (exact, or a prefix ending in ':' or '.', e.g. "
+                            "'remote:' or 'mypkg.'); built-ins and installed plugins are always allowed. "
+                            "Repeatable")
     serve.add_argument("--max-concurrent-rpcs", type=int, default=64,
                        help="calls beyond this many at once get RESOURCE_EXHAUSTED (default: 64)")
     serve.set_defaults(handler=_serve)

@@ -58,6 +58,8 @@ class LocalFleet:
                        "--backend", model.backend, "--model", model.name, "--device", model.device,
                        "--dtype", model.dtype, "--threads", str(self.threads_per_server()),
                        "--ready-file", str(ready)]
+            # Local servers accept exactly the evaluator this run scores with.
+            command += ["--allow-evaluator", self.config.task.evaluator_spec()]
             if self.config.fleet.token_file:
                 command += ["--token-file", self.config.fleet.token_file]
             if self.config.fleet.local_metrics_port is not None:

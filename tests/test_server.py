@@ -174,3 +174,24 @@ def test_sample_scores_n_completions(backend):
     for problem in reply.problems:
         assert len(problem.completions) == len(problem.rewards) == len(problem.truncated) == 3
         assert all(0 <= r <= 1 for r in problem.rewards)
+
+
+def test_unlisted_custom_evaluators_are_refused(backend):
+    from seedcast.inference_server.validation import Limits
+
+    async def main():
+        running = await start_server(backend, "127.0.0.1", 0, limits=Limits(allowed_evaluators=("remote:",)))
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+                stub = pb_grpc.InferenceServerStub(channel)
+                outcomes = []
+                for spec in ("shutil:rmtree", "tests.tiny_model:digit_fraction_reward", "gsm8k"):
+                    try:
+                        await stub.Sample(pb.SampleRequest(problems=BATCH.problems, evaluator=spec, sampling=SAMPLING))
+                        outcomes.append("ok")
+                    except grpc.aio.AioRpcError as error:
+                        outcomes.append(error.code())
+                return outcomes
+        finally:
+            await running.stop(0)
+    assert asyncio.run(main()) == [grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED, "ok"]
