@@ -50,6 +50,12 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         self._lock = asyncio.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seedcast-backend")
         self._evaluators: dict[str, Evaluator] = {}
+        self.broken: str | None = None  # set when an update failed midway; the server then refuses work
+
+    def _check_intact(self) -> None:
+        if self.broken:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                               f"this server's weights are inconsistent ({self.broken}); restart it")
 
     async def _run(self, function, *args: Any, **kwargs: Any) -> Any:
         async with self._lock:
@@ -86,6 +92,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 if not request.HasField("task"):
                     raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "EvaluateRequest holds neither batch nor task")
                 task = request.task
+                self._check_intact()
                 sampling = check_task(task, batch, self.step, self.limits)
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
@@ -122,9 +129,16 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         async with self._lock:
             loop = asyncio.get_running_loop()
             for request in requests:
+                self._check_intact()
                 terms = check_update(request, self.step, self.limits)
                 with self.metrics.phase_seconds["update"].time():
-                    await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+                    try:
+                        await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+                    except Exception as error:
+                        # Some tensors may hold the step and others not: never serve these weights.
+                        self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"
+                        log.error("weights are inconsistent: %s; restart this server", self.broken)
+                        raise RequestError(grpc.StatusCode.INTERNAL, self.broken) from error
                 self.step = request.step
                 self.metrics.step.set(self.step)
                 self.metrics.updates_applied.inc()
@@ -166,6 +180,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:
         """n completions per problem on the current weights, scored when an evaluator is named."""
         try:
+            self._check_intact()
             check_problems(request.problems, self.limits)
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None

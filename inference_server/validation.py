@@ -35,6 +35,8 @@ class Limits:
     max_update_terms: int = 65_536
     max_sync_steps: int = 1_000_000
     max_sigma: float = 1.0
+    # Far above any ES step (α·F/(N·σ)), far below float32 overflow when multiplied by the noise.
+    max_abs_coefficient: float = 1e6
     # Evaluator specs a request may name beyond the built-ins and installed `seedcast.evaluators`
     # plugins: exact specs, or prefixes ending in ":" or "." (e.g. "remote:", "mypkg."). A client
     # could otherwise make the server import and call any function. None allows every spec.
@@ -125,4 +127,6 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[t
     check_sigma(request.sigma, limits)
     for index, term in enumerate(request.terms):
         check_finite(term.coeff, f"terms[{index}].coeff")
+        if abs(term.coeff) > limits.max_abs_coefficient:
+            raise _invalid(f"terms[{index}].coeff = {term.coeff} exceeds ±{limits.max_abs_coefficient:g}")
     return [(term.seed, term.coeff) for term in request.terms]

@@ -1,0 +1,211 @@
+"""Hostile input: property-based fuzzing of every RPC with malformed and extreme messages, oversized
+messages, and a bounded load of concurrent callers. The server must stay up, answer every call with
+a result or a precise status, and never change its weights except through a valid update."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import threading
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seedcast.inference_server.server import start_server
+from seedcast.inference_server.validation import Limits
+from seedcast.proto import seedcast_pb2 as pb
+from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from tests.simulated_backend import SimulatedLatencyTestBackend
+
+# Codes a refusal may carry; UNKNOWN or INTERNAL would mean an unhandled error inside the server.
+REFUSALS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+class ThreadedServer:
+    """An in-process server on its own event loop thread, so blocking stubs can call it."""
+
+    def __init__(self, limits: Limits, max_concurrent_rpcs: int = 64, latency: float = 0.0) -> None:
+        self.backend = SimulatedLatencyTestBackend(latency)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.running = asyncio.run_coroutine_threadsafe(
+            start_server(self.backend, "127.0.0.1", 0, limits=limits, max_concurrent_rpcs=max_concurrent_rpcs),
+            self.loop).result()
+        self.address = f"127.0.0.1:{self.running.port}"
+        self.channel = grpc.insecure_channel(self.address)
+        self.stub = pb_grpc.InferenceServerStub(self.channel)
+
+    @property
+    def step(self) -> int:
+        return self.running.servicer.step
+
+    def stop(self) -> None:
+        self.channel.close()
+        asyncio.run_coroutine_threadsafe(self.running.stop(0), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+@pytest.fixture(scope="module")
+def server():
+    served = ThreadedServer(Limits(max_prompts=16, max_prompt_chars=4096, max_new_tokens=64,
+                                   max_samples_per_prompt=4, max_update_terms=32, allowed_evaluators=()))
+    yield served
+    served.stop()
+
+
+def _call(function, *args) -> grpc.StatusCode:
+    try:
+        function(*args, timeout=10)
+    except grpc.RpcError as error:
+        assert error.code() in REFUSALS, f"{error.code()}: {error.details()}"
+        return error.code()
+    return grpc.StatusCode.OK
+
+
+def _still_serving(server: ThreadedServer) -> None:
+    state = server.stub.GetState(pb.StateRequest(), timeout=10)
+    assert state.weights_fingerprint == server.backend.fingerprint()
+
+
+extreme_floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
+                           st.sampled_from([0.0, -0.0, 1e-320, 1e308, -1e308]))
+uint64 = st.integers(0, 2**64 - 1)
+texts = st.text(max_size=64) | st.sampled_from(["", "x" * 5000, "\x00\ufffd", "ü" * 100])
+evaluators = st.sampled_from(["gsm8k", "synthetic", "math-nonexistent", "os:system", "shutil:rmtree", "", ":", "a:b:c"])
+problems = st.lists(st.builds(pb.Problem, prompt=texts, reference=texts), max_size=20)
+sampling = st.builds(pb.SamplingParams, temperature=st.floats(width=32, allow_nan=True, allow_infinity=True),
+                     top_p=st.floats(width=32, allow_nan=True, allow_infinity=True),
+                     max_new_tokens=st.integers(0, 2**32 - 1), samples_per_prompt=st.integers(0, 2**32 - 1),
+                     seed=uint64)
+terms = st.lists(st.builds(pb.SeedCoefficient, seed=uint64, coeff=extreme_floats), max_size=40)
+
+
+@FUZZ
+@given(step=st.integers(0, 2**64 - 1) | st.just(1), sigma=extreme_floats, terms=terms)
+def test_fuzz_apply_update(server, step, sigma, terms):
+    before, step_before = server.backend.fingerprint(), server.step
+    code = _call(server.stub.ApplyUpdate, pb.UpdateRequest(step=step, sigma=sigma, terms=terms))
+    if code == grpc.StatusCode.OK:
+        assert server.step == step_before + 1
+    else:
+        assert server.backend.fingerprint() == before and server.step == step_before
+    _still_serving(server)
+
+
+@FUZZ
+@given(steps=st.lists(st.tuples(st.integers(0, 50), extreme_floats, terms), max_size=5))
+def test_fuzz_sync(server, steps):
+    step_before = server.step
+    requests = [pb.UpdateRequest(step=s, sigma=sigma, terms=t) for s, sigma, t in steps]
+    _call(server.stub.Sync, iter(requests))
+    assert server.step >= step_before  # valid leading steps may apply; nothing is ever undone or skipped
+    _still_serving(server)
+
+
+@FUZZ
+@given(problems=problems, evaluator=evaluators, sampling=sampling, system_prompt=texts)
+def test_fuzz_sample(server, problems, evaluator, sampling, system_prompt):
+    before = server.backend.fingerprint()
+    _call(server.stub.Sample, pb.SampleRequest(problems=problems, evaluator=evaluator, sampling=sampling,
+                                               system_prompt=system_prompt))
+    assert server.backend.fingerprint() == before
+    _still_serving(server)
+
+
+task = st.builds(pb.MemberTask, iteration=uint64, member=st.integers(0, 2**32 - 1), seed=uint64,
+                 sign=st.integers(-(2**31), 2**31 - 1) | st.sampled_from([1, -1]), sigma=extreme_floats,
+                 sampling=sampling, expected_step=uint64 | st.just(0))
+batch = st.builds(pb.PromptBatch, iteration=uint64 | st.just(0), problems=problems, evaluator=evaluators,
+                  system_prompt=texts)
+evaluate_requests = st.lists(st.one_of(st.builds(pb.EvaluateRequest, task=task),
+                                       st.builds(pb.EvaluateRequest, batch=batch),
+                                       st.just(pb.EvaluateRequest())), max_size=6)
+
+
+@FUZZ
+@given(requests=evaluate_requests)
+def test_fuzz_evaluate_stream(server, requests):
+    before = server.backend.fingerprint()
+    try:
+        for response in server.stub.Evaluate(iter(requests), timeout=10):
+            assert response.HasField("result") or response.HasField("failure")
+    except grpc.RpcError as error:
+        assert error.code() in REFUSALS, f"{error.code()}: {error.details()}"
+    assert server.backend.fingerprint() == before
+    assert server.backend.active_seed is None, "a perturbation was left behind"
+    _still_serving(server)
+
+
+def test_oversized_message_is_refused(server):
+    huge = pb.SampleRequest(problems=[pb.Problem(prompt="x" * (65 * 1024 * 1024))], evaluator="gsm8k")
+    assert _call(server.stub.Sample, huge) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    _still_serving(server)
+
+
+def test_bounded_load_of_concurrent_callers():
+    served = ThreadedServer(Limits(allowed_evaluators=()), max_concurrent_rpcs=8, latency=0.02)
+
+    async def load(rounds: int) -> dict[str, int]:
+        outcomes: dict[str, int] = {}
+        async with grpc.aio.insecure_channel(served.address) as channel:
+            stub, health = pb_grpc.InferenceServerStub(channel), health_pb2_grpc.HealthStub(channel)
+            request = pb.SampleRequest(problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")],
+                                       evaluator="synthetic",
+                                       sampling=pb.SamplingParams(top_p=1, max_new_tokens=4, samples_per_prompt=2))
+
+            async def one(call):
+                try:
+                    await call
+                    key = "OK"
+                except grpc.aio.AioRpcError as error:
+                    key = error.code().name
+                outcomes[key] = outcomes.get(key, 0) + 1
+
+            for _ in range(rounds):
+                calls = [stub.Sample(request, timeout=30) for _ in range(40)]
+                calls += [health.Check(health_pb2.HealthCheckRequest(), timeout=30) for _ in range(40)]
+                await asyncio.gather(*(one(call) for call in calls))
+        return outcomes
+
+    try:
+        asyncio.run(load(2))  # warm-up: allocator pools, lazy imports
+        peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        outcomes = asyncio.run(load(10))
+        growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    finally:
+        served.stop()
+    assert set(outcomes) <= {"OK", "RESOURCE_EXHAUSTED"}, outcomes
+    assert outcomes.get("OK", 0) >= 80 and outcomes.get("RESOURCE_EXHAUSTED", 0) >= 1, outcomes
+    assert growth_mib < 100, f"peak memory grew by {growth_mib:.0f} MiB under load"
+
+
+class FailingUpdateTestBackend(SimulatedLatencyTestBackend):
+    """A test double whose update breaks halfway, as an out-of-memory error would."""
+
+    def apply_update(self, terms):
+        self.master["w"] += 1.0
+        raise MemoryError("simulated: out of memory halfway through the update")
+
+
+def test_an_update_that_fails_midway_fences_the_server_itself():
+    served = ThreadedServer(Limits(allowed_evaluators=()))
+    served.backend.__class__ = FailingUpdateTestBackend
+    try:
+        update = pb.UpdateRequest(step=1, sigma=0.1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)])
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.ApplyUpdate(update, timeout=10)
+        assert raised.value.code() == grpc.StatusCode.INTERNAL
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.Sample(pb.SampleRequest(problems=[pb.Problem(prompt="p")], sampling=pb.SamplingParams(
+                top_p=1, max_new_tokens=1, samples_per_prompt=1)), timeout=10)
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "restart it" in raised.value.details()
+    finally:
+        served.stop()
