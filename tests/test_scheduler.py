@@ -66,3 +66,45 @@ def test_a_server_lost_mid_iteration_has_its_member_reassigned():
     assert scheduler.members_reassigned >= 1
     assert all(r.server == survivor for r in reports.values())
     assert [c.address for c in scheduler.clients] == [survivor]
+
+
+def test_quorum_closes_an_iteration_without_waiting_for_a_straggler():
+    from seedcast.optimizer.scheduler import Deadlines
+
+    async def main():
+        servers = await _servers([0.01, 3.0])
+        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+        scheduler = FleetScheduler(clients, Deadlines(member_seconds=None, quorum=0.75, iteration_seconds=0.5))
+        started = asyncio.get_running_loop().time()
+        try:
+            reports = await scheduler.run_iteration(_work(16))
+        finally:
+            for client in clients:
+                await client.close()
+            for server in servers:
+                await server.stop(0)
+        return reports, scheduler, asyncio.get_running_loop().time() - started
+    reports, scheduler, elapsed = asyncio.run(main())
+    assert len(reports) >= 12  # 75% of 16
+    assert scheduler.members_dropped == 1  # the straggler's member, abandoned in flight
+    assert elapsed < 2.5, "the iteration waited for the straggler"
+
+
+def test_member_deadline_reassigns_a_stalled_servers_member():
+    from seedcast.optimizer.scheduler import Deadlines
+
+    async def main():
+        servers = await _servers([0.01, 5.0])
+        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+        scheduler = FleetScheduler(clients, Deadlines(member_seconds=0.5))
+        try:
+            reports = await scheduler.run_iteration(_work(6))
+        finally:
+            for client in clients:
+                await client.close()
+            for server in servers:
+                await server.stop(0)
+        return reports, scheduler, clients[0].address
+    reports, scheduler, fast = asyncio.run(main())
+    assert sorted(reports) == list(range(6)) and all(r.server == fast for r in reports.values())
+    assert scheduler.members_reassigned == 1 and scheduler.members_dropped == 1
