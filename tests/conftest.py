@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -26,14 +25,6 @@ def data_dir() -> Path:
     if not DATA_DIR.is_dir():
         pytest.skip(f"public data not found at {DATA_DIR}; set SEEDCAST_DATA to its folder")
     return DATA_DIR
-
-
-@pytest.fixture()
-def event_loop_runner():
-    """Run a coroutine to completion on a fresh event loop (tests stay plain functions)."""
-    def run(coroutine):
-        return asyncio.run(coroutine)
-    return run
 
 
 @pytest.fixture(autouse=True)

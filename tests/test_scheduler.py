@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 from seedcast.inference_server.server import start_server
 from seedcast.optimizer.client import ServerClient
-from seedcast.optimizer.scheduler import FleetScheduler, IterationWork
+from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork
 from seedcast.optimizer.strategy import ESState, OpenES
 from seedcast.proto import seedcast_pb2 as pb
 from tests.simulated_backend import SimulatedLatencyTestBackend
@@ -21,22 +22,24 @@ def _work(population: int) -> IterationWork:
                          sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1))
 
 
-async def _servers(latencies):
-    return [await start_server(SimulatedLatencyTestBackend(latency), "127.0.0.1", 0) for latency in latencies]
+@asynccontextmanager
+async def _fleet(latencies: list[float]):
+    """Servers with these per-member latencies, and a client for each; all closed afterwards."""
+    servers = [await start_server(SimulatedLatencyTestBackend(latency), "127.0.0.1", 0) for latency in latencies]
+    clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+    try:
+        yield servers, clients
+    finally:
+        for client in clients:
+            await client.close()
+        for server in servers:
+            await server.stop(0)
 
 
 def test_a_faster_server_takes_more_members():
     async def main():
-        servers = await _servers([0.005, 0.06])
-        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
-        try:
-            reports = await FleetScheduler(clients).run_iteration(_work(24))
-        finally:
-            for client in clients:
-                await client.close()
-            for server in servers:
-                await server.stop(0)
-        return reports, [c.address for c in clients]
+        async with _fleet([0.005, 0.06]) as (_, clients):
+            return await FleetScheduler(list(clients)).run_iteration(_work(24)), [c.address for c in clients]
     reports, (fast, slow) = asyncio.run(main())
     assert sorted(reports) == list(range(24))
     taken = {address: sum(r.server == address for r in reports.values()) for address in (fast, slow)}
@@ -46,21 +49,15 @@ def test_a_faster_server_takes_more_members():
 
 def test_a_server_lost_mid_iteration_has_its_member_reassigned():
     async def main():
-        servers = await _servers([0.02, 0.3])
-        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
-        scheduler = FleetScheduler(clients)
+        async with _fleet([0.02, 0.3]) as (servers, clients):
+            scheduler = FleetScheduler(list(clients))
 
-        async def kill_slow_server():
-            await asyncio.sleep(0.1)  # the slow server is busy with its first member now
-            await servers[1].stop(0)
+            async def kill_slow_server():
+                await asyncio.sleep(0.1)  # the slow server is busy with its first member now
+                await servers[1].stop(0)
 
-        try:
             reports, _ = await asyncio.gather(scheduler.run_iteration(_work(10)), kill_slow_server())
-        finally:
-            for client in clients:
-                await client.close()
-            await servers[0].stop(0)
-        return reports, scheduler, clients[0].address
+            return reports, scheduler, clients[0].address
     reports, scheduler, survivor = asyncio.run(main())
     assert sorted(reports) == list(range(10))
     assert scheduler.members_reassigned >= 1
@@ -69,21 +66,13 @@ def test_a_server_lost_mid_iteration_has_its_member_reassigned():
 
 
 def test_quorum_closes_an_iteration_without_waiting_for_a_straggler():
-    from seedcast.optimizer.scheduler import Deadlines
-
     async def main():
-        servers = await _servers([0.01, 3.0])
-        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
-        scheduler = FleetScheduler(clients, Deadlines(member_seconds=None, quorum=0.75, iteration_seconds=0.5))
-        started = asyncio.get_running_loop().time()
-        try:
+        async with _fleet([0.01, 3.0]) as (_, clients):
+            scheduler = FleetScheduler(list(clients), Deadlines(member_seconds=None, quorum=0.75,
+                                                                iteration_seconds=0.5))
+            started = asyncio.get_running_loop().time()
             reports = await scheduler.run_iteration(_work(16))
-        finally:
-            for client in clients:
-                await client.close()
-            for server in servers:
-                await server.stop(0)
-        return reports, scheduler, asyncio.get_running_loop().time() - started
+            return reports, scheduler, asyncio.get_running_loop().time() - started
     reports, scheduler, elapsed = asyncio.run(main())
     assert len(reports) >= 12  # 75% of 16
     assert scheduler.members_dropped == 1  # the straggler's member, abandoned in flight
@@ -91,20 +80,10 @@ def test_quorum_closes_an_iteration_without_waiting_for_a_straggler():
 
 
 def test_member_deadline_reassigns_a_stalled_servers_member():
-    from seedcast.optimizer.scheduler import Deadlines
-
     async def main():
-        servers = await _servers([0.01, 5.0])
-        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
-        scheduler = FleetScheduler(clients, Deadlines(member_seconds=0.5))
-        try:
-            reports = await scheduler.run_iteration(_work(6))
-        finally:
-            for client in clients:
-                await client.close()
-            for server in servers:
-                await server.stop(0)
-        return reports, scheduler, clients[0].address
+        async with _fleet([0.01, 5.0]) as (_, clients):
+            scheduler = FleetScheduler(list(clients), Deadlines(member_seconds=0.5))
+            return await scheduler.run_iteration(_work(6)), scheduler, clients[0].address
     reports, scheduler, fast = asyncio.run(main())
     assert sorted(reports) == list(range(6)) and all(r.server == fast for r in reports.values())
     assert scheduler.members_reassigned == 1 and scheduler.members_dropped == 1

@@ -6,7 +6,7 @@ and share one contract test (tests/test_backend_contract.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
@@ -39,7 +39,6 @@ class BackendInfo:
     device: str
     dtype: str
     parameters: int
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable
