@@ -121,6 +121,8 @@ class FleetConfig(Section):
     """Which inference servers do the work."""
 
     servers: list[str] = Field(default_factory=list, description="Running servers as host:port.")
+    servers_file: str | None = Field(None, description="File of host:port lines, re-read before every iteration: "
+                                                       "servers added to it join the run after a Sync.")
     local: int = Field(1, ge=0, le=64, description="Servers to start on this machine (`--local N`).")
     threads_per_server: int | None = Field(None, ge=1,
                                            description="Torch threads per local server; default: cores / local.")
@@ -146,8 +148,10 @@ class FleetConfig(Section):
     @model_validator(mode="after")
     def _check(self) -> FleetConfig:
         problems = []
-        if not self.servers and self.local == 0:
-            problems.append("fleet: no servers; set fleet.servers (host:port,...) or fleet.local >= 1")
+        if not self.servers and self.local == 0 and not self.servers_file:
+            problems.append("fleet: no servers; set fleet.servers (host:port,...), fleet.servers_file or fleet.local")
+        if self.servers_file and not Path(self.servers_file).expanduser().is_file():
+            problems.append(f"fleet.servers_file: file {self.servers_file} does not exist")
         for address in self.servers:
             host, _, port = address.rpartition(":")
             if not host or not port.isdigit():

@@ -7,7 +7,8 @@
   used again) and reported; with no strict majority the run stops.
 - **Readmission** (before each iteration): a server that left the active set, or restarted, is
   synced from the log and rejoins only if its fingerprint equals the fleet's; otherwise it is
-  fenced. A server still unreachable is retried at the next iteration.
+  fenced. A server still unreachable is retried at the next iteration. Addresses added to
+  `fleet.servers_file` while the run goes on join the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from pathlib import Path
 
 import grpc
 
+from seedcast.inference_server.security import is_loopback
 from seedcast.optimizer.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.local_fleet import LocalFleet
@@ -51,7 +54,8 @@ class Fleet:
         fleet = self.config.fleet
         security = ClientSecurity.from_files(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name,
                                              fleet.token_file)
-        self.known = {address: security for address in fleet.servers}
+        self.remote_security = security
+        self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
         if fleet.local:
             self.local_fleet = LocalFleet(self.config, self.logs_path)
             # Local servers listen on loopback in plaintext; they still check the token.
@@ -135,8 +139,36 @@ class Fleet:
             raise FleetExhaustedError(f"no inference server applied step {record.step} or could rejoin")
         return self.fingerprint
 
+    def _listed_servers(self) -> list[str]:
+        """The addresses in fleet.servers_file (one host:port a line; blank lines and # comments skipped)."""
+        path = self.config.fleet.servers_file
+        if not path:
+            return []
+        try:
+            lines = Path(path).expanduser().read_text().splitlines()
+        except OSError as error:
+            log.warning("cannot read fleet.servers_file %s (%s); keeping the known servers", path, error.strerror)
+            return []
+        addresses = [line.split("#", 1)[0].strip() for line in lines]
+        fleet = self.config.fleet
+        valid = []
+        for address in filter(None, addresses):
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                log.warning("fleet.servers_file: ignoring %r, not host:port", address)
+            elif not (fleet.tls_ca or fleet.insecure or is_loopback(host)):
+                log.warning("fleet.servers_file: ignoring %s: plaintext off loopback needs fleet.insecure=true "
+                            "(or set fleet.tls_ca)", address)
+            else:
+                valid.append(address)
+        return valid
+
     async def readmit(self) -> None:
         """Sync and readmit servers that left the active set (or restarted), if their weights agree."""
+        for address in self._listed_servers():
+            if address not in self.known:
+                log.info("server %s listed in %s; it joins after a Sync", address, self.config.fleet.servers_file)
+                self.known[address] = self.remote_security
         active_addresses = {c.address for c in self.active}
         waiting = [a for a in self.known if a not in active_addresses and a not in self.fenced]
         if not waiting:

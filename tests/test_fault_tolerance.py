@@ -154,3 +154,23 @@ def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path,
     run = RunDirectory(run_dir)
     assert [r.step for r in run.updates()] == list(range(1, iterations + 1))
     assert run.metrics()[-1]["fingerprint"] == reference.fingerprint
+
+
+def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_dir, servers, reference_fingerprint):
+    first, second = servers(2)
+    listing = tmp_path / "servers.txt"
+    listing.write_text(f"# the fleet\n{first.address}\n")
+    answered_by = []
+
+    def add_the_second_server(report):
+        if not answered_by:
+            listing.write_text(f"{first.address}\n{second.address}  # joined mid-run\n")
+        answered_by.append(report.server)
+
+    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **{"fleet.local": 0,
+                                                                      "fleet.servers_file": listing}),
+                       on_report=add_the_second_server)
+    assert set(answered_by[:8]) == {first.address}  # iteration 0 ran on the first server alone
+    assert second.address in answered_by[8:]  # the second joined after a Sync and took members
+    assert result.metrics[-1]["servers_active"] == 2
+    assert result.fingerprint == reference_fingerprint
