@@ -55,3 +55,8 @@ def test_missing_file_and_missing_path():
 def test_synthetic_needs_no_files():
     problems = load_problems(DatasetSpec(kind="synthetic", synthetic_size=10, synthetic_difficulty=1))
     assert len(problems) == 10
+
+
+def test_hub_kind_says_what_it_needs():
+    with pytest.raises(DatasetError, match="datasets|hub"):
+        load_problems(DatasetSpec(kind="hf", path="openai/gsm8k:main", split="test"))
