@@ -14,11 +14,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
-from tests.simulated_backend import SimulatedLatencyTestBackend
 
 # Codes a refusal may carry; UNKNOWN or INTERNAL would mean an unhandled error inside the server.
 REFUSALS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from contextlib import asynccontextmanager
 
+from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
 from seedcast.optimizer.client import ServerClient
 from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork
 from seedcast.optimizer.strategy import ESState, OpenES
 from seedcast.proto import seedcast_pb2 as pb
-from tests.simulated_backend import SimulatedLatencyTestBackend
 
 BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_reward",
                        problems=[pb.Problem(prompt="p", reference="r")])

@@ -1,7 +1,8 @@
-"""SimulatedLatencyTestBackend: a test double with no model, for scheduler tests.
+"""SimulatedLatencyTestBackend: a test double with no model, for scheduler tests and benchmarks.
 
-It "generates" after a fixed delay and answers with text derived from the perturbation seed, keeps
-a fake float32 master so updates and fingerprints behave like a real backend's.
+It "generates" after a fixed delay and answers with text derived from the perturbation seed, and
+keeps a small float32 master so updates and fingerprints behave like a real backend's. It is not in
+the backend registry: `seedcast serve` never runs it; tests and `bench/` construct it directly.
 """
 
 from __future__ import annotations
