@@ -102,8 +102,13 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         prompts = [p.prompt for p in batch.problems]
         references = [p.reference for p in batch.problems]
         try:
-            outcome = await self._run(evaluate_member, self.backend, evaluator, prompts, references,
-                                      batch.system_prompt, task.seed, task.sigma, task.sign, sampling)
+            async with self._lock:
+                # Checked again under the lock: an update may have run while this member waited.
+                if task.expected_step != self.step:
+                    raise RuntimeError(f"the server moved to step {self.step} while the member waited")
+                outcome = await asyncio.get_running_loop().run_in_executor(self._worker, partial(
+                    evaluate_member, self.backend, evaluator, prompts, references, batch.system_prompt, task.seed,
+                    task.sigma, task.sign, sampling))
             self._record(outcome)
         except Exception as error:  # an evaluator or generation error fails this member only
             log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)

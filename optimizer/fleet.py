@@ -132,7 +132,9 @@ class Fleet:
                 fingerprints[client] = reply.weights_fingerprint
         if fingerprints:
             self.fingerprint = self._agree(fingerprints, f"after step {record.step}")
-        await self.readmit()
+        if not self.active:  # every server failed the update: try to bring some back right away
+            await self.readmit()
+        self.metrics.servers_up.set(len(self.active))
         if not self.active:
             from seedcast.optimizer.scheduler import FleetExhaustedError
 
