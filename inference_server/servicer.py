@@ -192,7 +192,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         except RequestError as error:
             await self._refuse(context, "Sample", error)
         prompts = [p.prompt for p in request.problems]
-        completions = await self._run(self.backend.generate, prompts, sampling, request.system_prompt)
+        completions = await self._run(self.backend.generate, prompts, sampling, request.system_prompt,
+                                      request.return_entropy)
         self.metrics.samples_served.inc(sum(len(group) for group in completions))
         self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:
@@ -206,7 +207,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             reply.problems.append(pb.ProblemSamples(
                 completions=[c.text for c in group],
                 rewards=[float("nan") if r is None else r for r in group_rewards],
-                completion_tokens=[c.tokens for c in group], truncated=[c.truncated for c in group]))
+                completion_tokens=[c.tokens for c in group], truncated=[c.truncated for c in group],
+                mean_token_entropy=[c.mean_entropy for c in group] if request.return_entropy else []))
         return reply
 
     def close(self) -> None:

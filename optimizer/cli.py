@@ -6,6 +6,7 @@
     seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
     seedcast export runs/RUN --out exported/  # a Hugging Face folder transformers can load
     seedcast plot runs/RUN                  # reward curve PNG
+    seedcast eval --model exported/ --n 16 --out evals/es  # pass@k, entropy, distinct answers
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import logging
 import sys
 import time
+from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -79,6 +81,35 @@ def _train(args: argparse.Namespace) -> int:
         print(f"eval reward (unperturbed, greedy): base {evals[0]['eval_reward']:.3f} -> "
               f"final {evals[-1]['eval_reward']:.3f}")
     print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.evaluate import EvalOptions, run_eval
+
+    overrides = [f"model.name={args.model}", f"task.dataset={args.task}", f"seed={args.seed}", *args.overrides]
+    if args.data:
+        overrides.append(f"task.path={args.data}")
+    if args.evaluator:
+        overrides.append(f"task.evaluator={args.evaluator}")
+    if args.limit:
+        overrides.append(f"task.limit={args.limit}")
+    if args.servers is not None:
+        overrides += [f"fleet.servers=[{args.servers}]", f"fleet.local={args.local or 0}"]
+    elif args.local is not None:
+        overrides.append(f"fleet.local={args.local}")
+    config = load_config(overrides=overrides)
+    ks = sorted({int(k) for k in args.k.split(",")})
+    options = EvalOptions(n=args.n, ks=ks, temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
+                          entropy=not args.no_entropy, seed=args.seed)
+    results = asyncio.run(run_eval(config, options, Path(args.out)))
+    curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
+    entropy = results["mean_token_entropy"]
+    print(f"{results['problems']} problems x {args.n} samples: {curve}; mean token entropy "
+          f"{'n/a' if entropy is None else f'{entropy:.3f} nats'}; distinct answers/problem "
+          f"{results['distinct_answers_per_problem']:.2f}; truncated {results['truncation_rate']:.1%}")
+    print(f"wrote {args.out}/results.json, samples.jsonl and pass_at_k.png")
     return 0
 
 
@@ -153,6 +184,28 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
     train.set_defaults(handler=_train)
+
+    evaluate = commands.add_parser("eval", help="pass@k, entropy and diversity of a model", description=(
+        "Sample n completions per problem through inference servers and report pass@k (unbiased estimator, "
+        "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."))
+    evaluate.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*)")
+    evaluate.add_argument("--model", default="smollm2-135m-instruct",
+                          help="bundled alias, HF folder (e.g. from `seedcast export`), .gguf file or hub id")
+    evaluate.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
+    evaluate.add_argument("--data", default=None, help="dataset file (task.path)")
+    evaluate.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
+    evaluate.add_argument("--limit", type=int, default=None, help="use only the first N problems")
+    evaluate.add_argument("--n", type=int, default=16, help="samples per problem (default: 16)")
+    evaluate.add_argument("--k", default="1,2,4,8,16", help="k values, each <= n (default: 1,2,4,8,16)")
+    evaluate.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    evaluate.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
+    evaluate.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
+    evaluate.add_argument("--servers", default=None, help="running servers host:port,... (no local server then)")
+    evaluate.add_argument("--local", type=int, default=None, help="start N local servers (default: 1)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
+    evaluate.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
+    evaluate.add_argument("--out", required=True, help="output folder for results.json, samples.jsonl, pass_at_k.png")
+    evaluate.set_defaults(handler=_eval)
 
     export = commands.add_parser("export", help="write a trained Hugging Face model folder", description=(
         "Replay a run's update log onto its base model and write safetensors + config + tokenizer."))

@@ -159,28 +159,32 @@ class ServerState(_message.Message):
     def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
-    __slots__ = ("problems", "evaluator", "sampling", "system_prompt")
+    __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ENTROPY_FIELD_NUMBER: _ClassVar[int]
     problems: _containers.RepeatedCompositeFieldContainer[Problem]
     evaluator: str
     sampling: SamplingParams
     system_prompt: str
-    def __init__(self, problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., system_prompt: _Optional[str] = ...) -> None: ...
+    return_entropy: bool
+    def __init__(self, problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., system_prompt: _Optional[str] = ..., return_entropy: _Optional[bool] = ...) -> None: ...
 
 class ProblemSamples(_message.Message):
-    __slots__ = ("completions", "rewards", "completion_tokens", "truncated")
+    __slots__ = ("completions", "rewards", "completion_tokens", "truncated", "mean_token_entropy")
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    MEAN_TOKEN_ENTROPY_FIELD_NUMBER: _ClassVar[int]
     completions: _containers.RepeatedScalarFieldContainer[str]
     rewards: _containers.RepeatedScalarFieldContainer[float]
     completion_tokens: _containers.RepeatedScalarFieldContainer[int]
     truncated: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, completions: _Optional[_Iterable[str]] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., truncated: _Optional[_Iterable[bool]] = ...) -> None: ...
+    mean_token_entropy: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, completions: _Optional[_Iterable[str]] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., truncated: _Optional[_Iterable[bool]] = ..., mean_token_entropy: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SampleReply(_message.Message):
     __slots__ = ("problems", "step")

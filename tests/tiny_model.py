@@ -58,3 +58,9 @@ def digit_fraction_reward(completion: str, reference: str) -> float:
 def failing_reward(completion: str, reference: str) -> float:
     """Test evaluator that always raises, to check that a failing member does not stop a run."""
     raise RuntimeError("this evaluator always fails")
+
+
+def contains_digit_reward(completion: str, reference: str) -> float:
+    """Test evaluator: 1.0 when the completion contains a digit (a pass/fail signal for any text)."""
+    del reference
+    return 1.0 if any(ch.isdigit() for ch in completion) else 0.0

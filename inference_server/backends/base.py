@@ -28,6 +28,7 @@ class Completion:
     text: str
     tokens: int
     truncated: bool
+    mean_entropy: float | None = None  # nats, full next-token distribution at T=1; only when asked for
 
 
 @dataclass
@@ -61,8 +62,10 @@ class Backend(Protocol):
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += sum(coeff * noise(seed)) in float32, then re-cast the inference weights."""
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
-        """For each user prompt, `sampling.samples_per_prompt` completions (chat template applied)."""
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
+                 with_entropy: bool = False) -> list[list[Completion]]:
+        """For each user prompt, `sampling.samples_per_prompt` completions (chat template applied);
+        with `with_entropy`, each completion's mean token entropy too."""
 
     def fingerprint(self) -> str:
         """Fingerprint of the float32 master weights (see noise.weights_fingerprint)."""

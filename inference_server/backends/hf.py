@@ -106,17 +106,18 @@ class HFBackend:
             texts.append(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         return texts
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
+                 with_entropy: bool = False) -> list[list[Completion]]:
         """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows."""
         texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(sampling.samples_per_prompt)]
         torch.manual_seed(sampling.seed)
         completions: list[Completion] = []
         for start in range(0, len(texts), self.max_batch):
-            completions.extend(self._generate_chunk(texts[start:start + self.max_batch], sampling))
+            completions.extend(self._generate_chunk(texts[start:start + self.max_batch], sampling, with_entropy))
         n = sampling.samples_per_prompt
         return [completions[i * n:(i + 1) * n] for i in range(len(prompts))]
 
-    def _generate_chunk(self, texts: list[str], sampling: Sampling) -> list[Completion]:
+    def _generate_chunk(self, texts: list[str], sampling: Sampling, with_entropy: bool = False) -> list[Completion]:
         encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = sampling.temperature <= 0
         with torch.inference_mode():
@@ -130,11 +131,39 @@ class HFBackend:
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
             )
-        new_tokens = output[:, encoded["input_ids"].shape[1]:].tolist()
+        prompt_length = encoded["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
+        lengths = [row.index(eos) + 1 if eos in row else len(row) for row in output[:, prompt_length:].tolist()]
+        entropies = (self.completion_entropies(output, encoded["attention_mask"], lengths) if with_entropy
+                     else [None] * len(lengths))
         results = []
-        for row in new_tokens:
-            length = row.index(eos) + 1 if eos in row else len(row)
+        for row, length, entropy in zip(output[:, prompt_length:].tolist(), lengths, entropies, strict=True):
             text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-            results.append(Completion(text=text, tokens=length, truncated=eos not in row))
+            results.append(Completion(text=text, tokens=length, truncated=eos not in row, mean_entropy=entropy))
         return results
+
+    def completion_entropies(self, sequences: torch.Tensor, prompt_mask: torch.Tensor, lengths: list[int],
+                             micro_batch: int = 4) -> list[float]:
+        """Mean over each completion's tokens of the entropy (nats) of the full next-token distribution.
+
+        One forward pass over prompt + completion, at temperature 1 and before any top-p truncation, so
+        it measures the policy itself rather than the sampler. Micro-batches bound the logits' memory.
+        """
+        prompt_length = prompt_mask.shape[1]
+        completion_mask = torch.zeros(sequences.shape[0], sequences.shape[1] - prompt_length, dtype=prompt_mask.dtype,
+                                      device=prompt_mask.device)
+        for row, length in enumerate(lengths):
+            completion_mask[row, :length] = 1
+        attention = torch.cat([prompt_mask, completion_mask], dim=1)
+        means = []
+        with torch.inference_mode():
+            for start in range(0, sequences.shape[0], micro_batch):
+                stop = start + micro_batch
+                logits = self.model(input_ids=sequences[start:stop], attention_mask=attention[start:stop]).logits
+                # The distribution of completion token j sits at position prompt_length + j - 1.
+                logits = logits[:, prompt_length - 1:-1].float()
+                log_probs = torch.log_softmax(logits, dim=-1)
+                entropy = -(log_probs.exp() * log_probs).sum(-1)  # (batch, completion positions)
+                for offset, length in enumerate(lengths[start:stop]):
+                    means.append(float(entropy[offset, :length].mean()))
+        return means

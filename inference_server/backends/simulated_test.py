@@ -34,10 +34,12 @@ class SimulatedLatencyTestBackend:
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         apply_update_terms(self.master, terms, threads=1)
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "") -> list[list[Completion]]:
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
+                 with_entropy: bool = False) -> list[list[Completion]]:
         time.sleep(self.latency_seconds)
         text = str(abs(self.active_seed or 0) % 97)
-        return [[Completion(text=text, tokens=1, truncated=False)] * sampling.samples_per_prompt for _ in prompts]
+        completion = Completion(text=text, tokens=1, truncated=False, mean_entropy=0.0 if with_entropy else None)
+        return [[completion] * sampling.samples_per_prompt for _ in prompts]
 
     def fingerprint(self) -> str:
         return weights_fingerprint(self.master)

@@ -1,0 +1,167 @@
+"""`seedcast eval`: n samples per problem through the inference servers, then what the ES papers
+measure — pass@k (unbiased estimator, bootstrap intervals over problems), the mean token entropy of
+the full next-token distribution (one forward pass on the servers), distinct final answers per
+problem, completion length and truncation rate. Writes results.json and a pass@k plot.
+
+    seedcast eval --model smollm2-135m-instruct --task synthetic --limit 64 --n 16 --out evals/base
+    seedcast eval --model exported/ --task gsm8k --data ../shared/data/gsm8k/test.jsonl --n 16 --out evals/es
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from tqdm import tqdm
+
+from seedcast.evaluators.answers import last_boxed, last_number
+from seedcast.evaluators.datasets import load_problems
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.fleet import Fleet
+from seedcast.optimizer.metrics import OptimizerMetrics
+from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.optimizer.seeds import derive_seed
+from seedcast.proto import seedcast_pb2 as pb
+
+CORRECT_THRESHOLD = 0.5  # a sample counts as correct for pass@k when its reward is at least this
+
+
+@dataclass
+class EvalOptions:
+    """How to sample: n per problem, at this temperature / top-p / length; which k to report."""
+
+    n: int = 16
+    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    entropy: bool = True
+    problems_per_call: int = 4
+    seed: int = 0
+
+
+@dataclass
+class ProblemOutcome:
+    """Everything sampled for one problem."""
+
+    rewards: list[float]
+    tokens: list[int]
+    truncated: list[bool]
+    entropies: list[float]
+    answers: list[str | None]
+
+
+def final_answer(completion: str) -> str | None:
+    """The answer a completion commits to: its last boxed content, else its last number."""
+    boxed = last_boxed(completion)
+    return boxed.strip() if boxed is not None else last_number(completion)
+
+
+async def _sample_all(fleet: Fleet, requests: list[pb.SampleRequest]) -> list[pb.SampleReply]:
+    """Send the requests over the active servers, each server taking the next request when free."""
+    replies: list[pb.SampleReply | None] = [None] * len(requests)
+    queue = list(enumerate(requests))
+    bar = tqdm(total=len(requests), desc="sampling", unit="call")
+
+    async def worker(client):
+        while queue:
+            index, request = queue.pop(0)
+            replies[index] = await client.sample(request)
+            bar.update(1)
+
+    await asyncio.gather(*(worker(client) for client in list(fleet.active)))
+    bar.close()
+    return replies
+
+
+def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
+    """pass@k with intervals, entropy, diversity, length and truncation over all problems."""
+    correct = [sum(r >= CORRECT_THRESHOLD for r in o.rewards if not math.isnan(r)) for o in outcomes]
+    pass_rows = {}
+    for k in [k for k in options.ks if k <= options.n]:
+        per_problem = [pass_at_k(options.n, c, k) for c in correct]
+        low, high = bootstrap_interval(per_problem, seed=options.seed)
+        pass_rows[str(k)] = {"mean": statistics.fmean(per_problem), "ci95": [low, high]}
+    entropies = [e for o in outcomes for e in o.entropies]
+    tokens = [t for o in outcomes for t in o.tokens]
+    return {
+        "problems": len(outcomes), "samples_per_problem": options.n, "pass_at_k": pass_rows,
+        "mean_token_entropy": statistics.fmean(entropies) if entropies else None,
+        "entropy_estimate": "full next-token distribution, temperature 1, one forward pass" if entropies else None,
+        "distinct_answers_per_problem": statistics.fmean(len({a for a in o.answers if a is not None})
+                                                         for o in outcomes),
+        "mean_completion_tokens": statistics.fmean(tokens),
+        "truncation_rate": statistics.fmean(t for o in outcomes for t in o.truncated),
+        "correct_threshold": CORRECT_THRESHOLD,
+    }
+
+
+def plot_pass_at_k(results: dict, path: Path, label: str) -> None:
+    """pass@k against k (log2 axis) with the bootstrap intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = sorted(int(k) for k in results["pass_at_k"])
+    means = [results["pass_at_k"][str(k)]["mean"] for k in ks]
+    lows = [results["pass_at_k"][str(k)]["ci95"][0] for k in ks]
+    highs = [results["pass_at_k"][str(k)]["ci95"][1] for k in ks]
+    figure, axis = plt.subplots(figsize=(6, 4), dpi=120)
+    axis.plot(ks, means, marker="o", label=label)
+    axis.fill_between(ks, lows, highs, alpha=0.2, label="95% bootstrap interval")
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(ks, [str(k) for k in ks])
+    axis.set_xlabel("k")
+    axis.set_ylabel("pass@k")
+    axis.set_ylim(0, 1)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    axis.set_title(f"pass@k, n={results['samples_per_problem']}, {results['problems']} problems")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
+    """Start or connect the servers, sample, score, summarize; writes results.json and pass_at_k.png."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(exist_ok=True)
+    problems = load_problems(config.task.dataset_spec(config.seed))
+    instruction = config.task.instruction_text()
+    evaluator = config.task.evaluator_spec()
+    fleet = Fleet(config, out_dir / "logs", OptimizerMetrics(config.task.dataset, config.model.name,
+                                                             CollectorRegistry()))
+    requests = []
+    for start in range(0, len(problems), options.problems_per_call):
+        chunk = problems[start:start + options.problems_per_call]
+        requests.append(pb.SampleRequest(
+            problems=[pb.Problem(prompt=f"{p.prompt}\n\n{instruction}" if instruction else p.prompt,
+                                 reference=p.reference) for p in chunk],
+            evaluator=evaluator, system_prompt=config.task.system_prompt, return_entropy=options.entropy,
+            sampling=pb.SamplingParams(temperature=options.temperature, top_p=options.top_p,
+                                       max_new_tokens=options.max_tokens, samples_per_prompt=options.n,
+                                       seed=derive_seed(options.seed, "eval", start))))
+    try:
+        await fleet.start([])
+        replies = await _sample_all(fleet, requests)
+    finally:
+        await fleet.close()
+    outcomes = [ProblemOutcome(rewards=list(p.rewards), tokens=list(p.completion_tokens), truncated=list(p.truncated),
+                               entropies=list(p.mean_token_entropy), answers=[final_answer(c) for c in p.completions])
+                for reply in replies for p in reply.problems]
+    results = {"model": config.model.name, "task": config.task.dataset, "evaluator": evaluator,
+               "options": asdict(options), **summarize(outcomes, options)}
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    with (out_dir / "samples.jsonl").open("w") as handle:
+        for problem, reply_problem in zip(problems, (p for reply in replies for p in reply.problems), strict=True):
+            handle.write(json.dumps({"prompt": problem.prompt, "reference": problem.reference,
+                                     "completions": list(reply_problem.completions),
+                                     "rewards": list(reply_problem.rewards)}) + "\n")
+    plot_pass_at_k(results, out_dir / "pass_at_k.png", config.model.name)
+    return results

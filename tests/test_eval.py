@@ -1,0 +1,69 @@
+"""`seedcast eval`: entropy by forward pass on a known distribution, and an end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from seedcast.inference_server.backends.base import Sampling
+from seedcast.inference_server.backends.hf import HFBackend
+from seedcast.optimizer.cli import main
+from seedcast.optimizer.evaluate import final_answer
+
+
+def test_entropy_of_a_uniform_next_token_distribution_is_log_vocab(tiny_model_dir):
+    backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=1)
+    with torch.no_grad():
+        backend.model.get_output_embeddings().weight.zero_()  # all logits 0: exactly uniform
+    completions = backend.generate(["What is 1 + 1?"], Sampling(temperature=1.0, max_new_tokens=5, seed=1),
+                                   with_entropy=True)[0]
+    vocab = backend.model.config.vocab_size
+    assert completions[0].mean_entropy == pytest.approx(math.log(vocab), abs=1e-4)
+
+
+def test_entropy_ignores_padding_and_batching(tiny_model_dir):
+    backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=1)
+    sampling = Sampling(temperature=1.0, max_new_tokens=6, samples_per_prompt=2, seed=4)
+    prompts = ["Hi", "A much longer prompt that needs left padding in the batch"]
+    batched = backend.generate(prompts, sampling, with_entropy=True)
+    alone = [backend.generate([prompt], Sampling(temperature=0.0, max_new_tokens=1), with_entropy=True)
+             for prompt in prompts]
+    assert all(c.mean_entropy is not None and 0 < c.mean_entropy <= math.log(backend.model.config.vocab_size) + 1e-4
+               for group in batched for c in group)
+    # the first completion token's entropy depends only on the prompt, whatever the padding
+    first_alone = [group[0][0].mean_entropy for group in alone]
+    encoded = backend.tokenizer(backend.chat_texts(prompts), return_tensors="pt", padding=True,
+                                add_special_tokens=False)
+    output = backend.model.generate(**encoded, do_sample=False, max_new_tokens=1,
+                                    pad_token_id=backend.tokenizer.pad_token_id)
+    first_batched = backend.completion_entropies(output, encoded["attention_mask"], [1, 1], micro_batch=2)
+    assert first_batched == pytest.approx(first_alone, abs=1e-4)
+
+
+def test_final_answer_extraction():
+    assert final_answer("so \\boxed{ 12 } maybe 13") == "12"
+    assert final_answer("It is 1,234.") == "1234"
+    assert final_answer("no answer") is None
+
+
+def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):
+    out = tmp_path / "eval"
+    code = main(["eval", "--model", tiny_model_dir, "--limit", "6", "--n", "8", "--k", "1,2,4,8", "--max-tokens",
+                 "6", "--out", str(out), "task.evaluator=tests.tiny_model:contains_digit_reward",
+                 "fleet.threads_per_server=1"])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    means = [results["pass_at_k"][k]["mean"] for k in ("1", "2", "4", "8")]
+    assert means == sorted(means) and 0.0 < means[-1] <= 1.0
+    for row in results["pass_at_k"].values():
+        assert row["ci95"][0] <= row["mean"] <= row["ci95"][1]
+    assert results["problems"] == 6 and results["samples_per_problem"] == 8
+    assert abs(results["mean_token_entropy"] - math.log(400)) < 0.5  # a random model is close to uniform
+    assert 0 <= results["truncation_rate"] <= 1 and results["mean_completion_tokens"] <= 6
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and len(json.loads(lines[0])["completions"]) == 8
+    assert (out / "pass_at_k.png").stat().st_size > 1000
+    assert "pass@8=" in capsys.readouterr().out
