@@ -11,23 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import statistics
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import grpc
 from prometheus_client import CollectorRegistry
 from tqdm import tqdm
 
 from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.datasets import load_problems
+from seedcast.optimizer.client import ServerClient
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.fleet import Fleet
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.optimizer.scheduler import FleetExhaustedError
 from seedcast.optimizer.seeds import derive_seed
 from seedcast.proto import seedcast_pb2 as pb
 
+log = logging.getLogger("seedcast.eval")
 CORRECT_THRESHOLD = 0.5  # a sample counts as correct for pass@k when its reward is at least this
 
 
@@ -62,19 +68,33 @@ def final_answer(completion: str) -> str | None:
     return boxed.strip() if boxed is not None else last_number(completion)
 
 
-async def _sample_all(fleet: Fleet, requests: list[pb.SampleRequest]) -> list[pb.SampleReply]:
-    """Send the requests over the active servers, each server taking the next request when free."""
+async def sample_all(clients: list[ServerClient], requests: list[pb.SampleRequest],
+                     show_progress: bool = True) -> list[pb.SampleReply]:
+    """Send the requests over the servers, each taking the next request when free. A server whose
+    call fails is dropped and its request goes to another; sampling seeds travel with the request,
+    so the answer is the same whichever server gives it."""
     replies: list[pb.SampleReply | None] = [None] * len(requests)
-    queue = list(enumerate(requests))
-    bar = tqdm(total=len(requests), desc="sampling", unit="call")
+    queue = deque(enumerate(requests))
+    live = list(clients)
+    bar = tqdm(total=len(requests), desc="sampling", unit="call", disable=not show_progress)
 
-    async def worker(client):
+    async def worker(client: ServerClient) -> None:
         while queue:
-            index, request = queue.pop(0)
-            replies[index] = await client.sample(request)
+            index, request = queue.popleft()
+            try:
+                replies[index] = await client.sample(request)
+            except grpc.aio.AioRpcError as error:
+                log.warning("server %s failed a Sample call (%s); another server takes it", client.address,
+                            error.details())
+                queue.appendleft((index, request))
+                live.remove(client)
+                return
             bar.update(1)
 
-    await asyncio.gather(*(worker(client) for client in list(fleet.active)))
+    while queue:
+        if not live:
+            raise FleetExhaustedError(f"no inference server left with {len(queue)} Sample calls to make")
+        await asyncio.gather(*(worker(client) for client in list(live)))
     bar.close()
     return replies
 
@@ -149,7 +169,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
                                        seed=derive_seed(options.seed, "eval", start))))
     try:
         await fleet.start([])
-        replies = await _sample_all(fleet, requests)
+        replies = await sample_all(fleet.active, requests)
     finally:
         await fleet.close()
     outcomes = [ProblemOutcome(rewards=list(p.rewards), tokens=list(p.completion_tokens), truncated=list(p.truncated),

@@ -67,3 +67,34 @@ def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):
     assert len(lines) == 6 and len(json.loads(lines[0])["completions"]) == 8
     assert (out / "pass_at_k.png").stat().st_size > 1000
     assert "pass@8=" in capsys.readouterr().out
+
+
+def test_sample_calls_of_a_failed_server_go_to_another():
+    import asyncio
+
+    from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
+    from seedcast.inference_server.server import start_server
+    from seedcast.optimizer.client import ServerClient
+    from seedcast.optimizer.evaluate import sample_all
+    from seedcast.proto import seedcast_pb2 as pb
+
+    request = pb.SampleRequest(problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")], evaluator="synthetic",
+                               sampling=pb.SamplingParams(top_p=1, max_new_tokens=2, samples_per_prompt=3))
+
+    async def main():
+        servers = [await start_server(SimulatedLatencyTestBackend(0.05), "127.0.0.1", 0) for _ in range(2)]
+        clients = [ServerClient(f"127.0.0.1:{s.port}") for s in servers]
+
+        async def stop_second():
+            await asyncio.sleep(0.12)
+            await servers[1].stop(0)
+
+        try:
+            replies, _ = await asyncio.gather(sample_all(clients, [request] * 12, show_progress=False), stop_second())
+        finally:
+            for client in clients:
+                await client.close()
+            await servers[0].stop(0)
+        return replies
+    replies = asyncio.run(main())
+    assert len(replies) == 12 and all(len(reply.problems[0].completions) == 3 for reply in replies)
