@@ -180,7 +180,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     with (out_dir / "samples.jsonl").open("w") as handle:
         for problem, reply_problem in zip(problems, (p for reply in replies for p in reply.problems), strict=True):
-            handle.write(json.dumps({"prompt": problem.prompt, "reference": problem.reference,
+            handle.write(json.dumps({"problem_id": problem.problem_id, "prompt": problem.prompt,
+                                     "reference": problem.reference,
                                      "completions": list(reply_problem.completions),
                                      "rewards": list(reply_problem.rewards)}) + "\n")
     plot_pass_at_k(results, out_dir / "pass_at_k.png", config.model.name)

@@ -21,11 +21,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
-def pass_at_k_table(correct: list[int], n: int, ks: list[int]) -> dict[int, list[float]]:
-    """Per k, the per-problem pass@k for problems with `correct[i]` correct of n samples."""
-    return {k: [pass_at_k(n, c, k) for c in correct] for k in ks}
-
-
 def bootstrap_interval(values: list[float], resamples: int = 2000, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, resampling problems with replacement."""

@@ -65,10 +65,6 @@ class OpenES:
         self.mirrored = mirrored
         self.shaping = shaping
 
-    def init(self) -> ESState:
-        """The state of a fresh run."""
-        return ESState()
-
     def ask(self, state: ESState) -> list[Member]:
         """The members of iteration `state.iteration`; mirrored pairs share seed and sampling seed."""
         members = []

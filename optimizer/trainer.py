@@ -64,6 +64,7 @@ class Trainer:
         self.problems = load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
+        self._eval_set: list[pb.Problem] | None = None  # built once, on first use
         self.fleet = Fleet(config, run.logs_path, self.metrics)
         fleet = config.fleet
         self.scheduler = FleetScheduler(self.fleet.active, Deadlines(
@@ -82,6 +83,11 @@ class Trainer:
                               problems=[_problem_proto(self.problems[i], self.instruction) for i in indices])
 
     def _eval_problems(self) -> list[pb.Problem]:
+        if self._eval_set is None:
+            self._eval_set = self._build_eval_problems()
+        return self._eval_set
+
+    def _build_eval_problems(self) -> list[pb.Problem]:
         task = self.config.task
         if task.dataset == "synthetic":
             chosen = load_problems(task.dataset_spec(self.config.seed + EVAL_SEED_OFFSET))[: self.config.eval_size]

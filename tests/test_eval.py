@@ -65,6 +65,7 @@ def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):
     assert 0 <= results["truncation_rate"] <= 1 and results["mean_completion_tokens"] <= 6
     lines = (out / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 6 and len(json.loads(lines[0])["completions"]) == 8
+    assert json.loads(lines[0])["problem_id"].startswith("synthetic-")
     assert (out / "pass_at_k.png").stat().st_size > 1000
     assert "pass@8=" in capsys.readouterr().out
 
