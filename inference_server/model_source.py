@@ -72,8 +72,9 @@ def resolve_model(spec: str) -> ModelSource:
 def load_model_and_tokenizer(spec: str):
     """Load (model in float32 on CPU, tokenizer) from a spec; the caller moves and casts the model.
 
-    Loading from GGUF leaves a quantizer attached that makes `save_pretrained` refuse; it is
-    removed here because the weights are dequantised float32 tensors from then on.
+    Loading from GGUF leaves a quantizer and quantized flags attached that make `save_pretrained`
+    and the trainers refuse the model; they are removed here because the weights are dequantised
+    float32 tensors from then on.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -91,6 +92,8 @@ def load_model_and_tokenizer(spec: str):
         ) from error
     if source.gguf_file:
         model.hf_quantizer = None
+        model.is_quantized = False  # else trainers refuse it ("purely quantized"); GRPO trains these weights
+        model.quantization_method = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
     if tokenizer.pad_token is None:

@@ -7,6 +7,9 @@
     seedcast export runs/RUN --out exported/  # a Hugging Face folder transformers can load
     seedcast plot runs/RUN                  # reward curve PNG
     seedcast eval --model exported/ --n 16 --out evals/es  # pass@k, entropy, distinct answers
+    seedcast grpo --config configs/synthetic-cpu.yaml       # the GRPO baseline (TRL) on the same task
+    seedcast train --init-from runs/GRPO_RUN                # hybrid: GRPO -> ES (and grpo --init-from ES_RUN)
+    seedcast compare base=smollm2-135m-instruct es=runs/ES grpo=runs/GRPO --out report/
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -32,11 +36,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_run_config(args: argparse.Namespace, overrides: list[str]):
+    """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.run_kinds import model_folder
+
+    run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.init_from:
+        folder = model_folder(args.init_from, export_to=run_dir / "init-model")
+        logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
+        overrides = [*overrides, f"model.name={Path(folder).resolve()}"]
+    return load_config(args.config, overrides), run_dir
+
+
 def _train(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from seedcast.inference_server.metrics import start_metrics_server
-    from seedcast.optimizer.config import config_reference, load_config
+    from seedcast.optimizer.config import config_reference
     from seedcast.optimizer.plots import plot_reward_curve
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.trainer import Trainer
@@ -54,13 +71,13 @@ def _train(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         overrides.append(f"metrics_port={args.metrics_port}")
     if args.resume:
-        if args.config:
-            raise SystemExit("error: --resume takes the config from the run directory; drop --config")
+        if args.config or args.init_from:
+            raise SystemExit("error: --resume takes the config and weights from the run directory; "
+                             "drop --config / --init-from")
         run = RunDirectory(args.resume)
         config = run.load_config(overrides)
     else:
-        config = load_config(args.config, overrides)
-        run_dir = args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}"
+        config, run_dir = _new_run_config(args, overrides)
         run = RunDirectory.create(run_dir, config)
     logging.getLogger("seedcast").info("run directory: %s", run.path)
     registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
@@ -84,22 +101,33 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.config import load_config
-    from seedcast.optimizer.evaluate import EvalOptions, run_eval
+def _grpo(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.grpo import train_grpo
+    from seedcast.optimizer.plots import plot_reward_curve
+    from seedcast.optimizer.run_dir import RunDirectory
 
-    overrides = [f"model.name={args.model}", f"task.dataset={args.task}", f"seed={args.seed}", *args.overrides]
-    if args.data:
-        overrides.append(f"task.path={args.data}")
-    if args.evaluator:
-        overrides.append(f"task.evaluator={args.evaluator}")
-    if args.limit:
-        overrides.append(f"task.limit={args.limit}")
-    if args.servers is not None:
-        overrides += [f"fleet.servers=[{args.servers}]", f"fleet.local={args.local or 0}"]
-    elif args.local is not None:
-        overrides.append(f"fleet.local={args.local}")
-    config = load_config(overrides=overrides)
+    config, run_dir = _new_run_config(args, list(args.overrides))
+    run = RunDirectory.create(run_dir, config, update_log=False)
+    logging.getLogger("seedcast").info("run directory: %s", run.path)
+    summary = train_grpo(config, run, show_progress=not args.no_progress)
+    plot = plot_reward_curve(run.path)
+    evals = [r for r in run.metrics() if r.get("eval_reward") is not None]
+    print(f"\nfinished {summary['steps']} GRPO steps in {summary['wall_seconds']:.0f} s; peak memory "
+          f"{summary['peak_rss_bytes'] / 2**30:.2f} GiB; {summary['completion_tokens']} completion tokens")
+    if len(evals) >= 2:
+        print(f"eval reward (greedy): base {evals[0]['eval_reward']:.3f} -> final {evals[-1]['eval_reward']:.3f}")
+    print(f"run directory: {run.path}  (model: {summary['model_dir']}; reward curve: {plot})")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.evaluate import EvalOptions, eval_config, run_eval
+    from seedcast.optimizer.run_kinds import model_folder
+
+    if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
+        args.model = str(Path(model_folder(args.model, export_to=Path(args.out) / "model")).resolve())
+    config = eval_config(args.model, args.task, args.data, args.evaluator, args.limit, args.seed, args.servers,
+                         args.local, args.overrides)
     ks = sorted({int(k) for k in args.k.split(",")})
     options = EvalOptions(n=args.n, ks=ks, temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                           entropy=not args.no_entropy, seed=args.seed)
@@ -110,6 +138,36 @@ def _eval(args: argparse.Namespace) -> int:
           f"{'n/a' if entropy is None else f'{entropy:.3f} nats'}; distinct answers/problem "
           f"{results['distinct_answers_per_problem']:.2f}; truncated {results['truncation_rate']:.1%}")
     print(f"wrote {args.out}/results.json, samples.jsonl and pass_at_k.png")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from seedcast.inference_server.model_source import BUNDLED_MODEL
+    from seedcast.optimizer.compare import evaluate_entries, measure_geometry, parse_entry, training_info
+    from seedcast.optimizer.compare_report import write_report
+    from seedcast.optimizer.evaluate import EvalOptions, eval_config
+
+    entries = [parse_entry(text) for text in args.entries]
+    labels = [e.label for e in entries]
+    if len(set(labels)) != len(labels):
+        raise SystemExit(f"error: labels must differ, got {labels}; name entries as LABEL=PATH")
+    out = Path(args.out)
+    options = EvalOptions(n=args.n, ks=sorted({int(k) for k in args.k.split(",")}), temperature=args.temperature,
+                          top_p=args.top_p, max_tokens=args.max_tokens, entropy=not args.no_entropy, seed=args.seed)
+
+    def make_config(model: str):
+        return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
+
+    make_config(BUNDLED_MODEL)  # report option errors (e.g. a missing data file) before any model loads
+    evaluate_entries(entries, out, make_config, options)
+    for entry in entries:
+        if entry.kind in ("es", "grpo"):
+            entry.training = training_info(entry)
+    if not args.no_geometry:
+        measure_geometry(entries, args.delta_threshold)
+    write_report(entries, out, shlex.join(["seedcast", *args.argv]))
+    print((out / "report.md").read_text())
+    print(f"wrote {out}/report.md, compare.json and plots")
     return 0
 
 
@@ -179,18 +237,36 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
     train.add_argument("--resume", default=None, metavar="RUN_DIR",
                        help="continue the run in RUN_DIR from its update log (overrides may raise iterations)")
+    train.add_argument("--init-from", default=None, metavar="DIR",
+                       help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or "
+                            "a model folder (sets model.name)")
     train.add_argument("--metrics-port", type=int, default=None,
                        help="serve the optimizer's Prometheus metrics on this port (sets metrics_port)")
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
     train.set_defaults(handler=_train)
 
+    grpo = commands.add_parser("grpo", help="run the GRPO baseline (TRL) on the same task", description=(
+        "Train with TRL's GRPOTrainer on the same problems, prompts, evaluator and evaluation set as ES. Uses "
+        "batch_size (problems per step), sampling.max_new_tokens, task.* and grpo.* from the config (see "
+        "`seedcast train --help-config`); grpo.steps defaults to the steps that generate as many completions as "
+        "ES would (iterations x es.population / grpo.group_size). Writes RUN_DIR/model, metrics.jsonl and "
+        "summary.json (wall time, peak memory). Needs TRL: pip install 'seedcast[grpo]'."))
+    grpo.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. grpo.group_size=8")
+    grpo.add_argument("--config", default=None, help="YAML config file (see configs/)")
+    grpo.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
+    grpo.add_argument("--init-from", default=None, metavar="DIR",
+                      help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or a "
+                           "model folder (sets model.name)")
+    grpo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    grpo.set_defaults(handler=_grpo)
+
     evaluate = commands.add_parser("eval", help="pass@k, entropy and diversity of a model", description=(
         "Sample n completions per problem through inference servers and report pass@k (unbiased estimator, "
         "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."))
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*)")
     evaluate.add_argument("--model", default="smollm2-135m-instruct",
-                          help="bundled alias, HF folder (e.g. from `seedcast export`), .gguf file or hub id")
+                          help="bundled alias, HF folder, .gguf file, hub id, or an ES/GRPO run directory")
     evaluate.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
     evaluate.add_argument("--data", default=None, help="dataset file (task.path)")
     evaluate.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
@@ -206,6 +282,32 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
     evaluate.add_argument("--out", required=True, help="output folder for results.json, samples.jsonl, pass_at_k.png")
     evaluate.set_defaults(handler=_eval)
+
+    compare = commands.add_parser("compare", help="one report: pass@k, entropy, diversity, cost, geometry",
+                                  description=(
+        "Compare models (base, ES, GRPO...) on the same problems and samples budget. Each entry is [LABEL=]PATH: an "
+        "eval folder (reused), an ES run, a GRPO run, a model folder or a model spec (evaluated here, cached in "
+        "OUT/evals/LABEL). Paired differences are against the first entry. Writes OUT/report.md, compare.json, "
+        "pass_at_k.png, reward_curves.png and geometry.png."))
+    compare.add_argument("entries", nargs="+", metavar="[LABEL=]PATH", help="models to compare; the first is the "
+                                                                           "reference (usually the base)")
+    compare.add_argument("--out", required=True, help="output folder")
+    compare.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
+    compare.add_argument("--data", default=None, help="dataset file (task.path)")
+    compare.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
+    compare.add_argument("--limit", type=int, default=None, help="use only the first N problems")
+    compare.add_argument("--n", type=int, default=16, help="samples per problem (default: 16)")
+    compare.add_argument("--k", default="1,2,4,8,16", help="k values, each <= n (default: 1,2,4,8,16)")
+    compare.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    compare.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
+    compare.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
+    compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
+    compare.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
+    compare.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
+    compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
+    compare.add_argument("--delta-threshold", type=float, default=1e-5,
+                         help="|Δθ| above this counts as a changed coordinate (default: 1e-5)")
+    compare.set_defaults(handler=_compare)
 
     export = commands.add_parser("export", help="write a trained Hugging Face model folder", description=(
         "Replay a run's update log onto its base model and write safetensors + config + tokenizer."))
@@ -234,17 +336,20 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.optimizer.client import ServerUnreachableError
     from seedcast.optimizer.config import ConfigError
     from seedcast.optimizer.fleet import FingerprintMismatchError
+    from seedcast.optimizer.grpo import GRPOUnavailableError
     from seedcast.optimizer.local_fleet import LocalServerError
     from seedcast.optimizer.run_dir import CorruptRunError
     from seedcast.optimizer.scheduler import FleetExhaustedError
 
     return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
-            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError)
+            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError,
+            GRPOUnavailableError)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedcast` console script."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in reports
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for noisy in ("httpx", "urllib3", "transformers"):

@@ -117,6 +117,30 @@ class ESConfig(Section):
         return population
 
 
+class GRPOConfig(Section):
+    """The GRPO baseline (`seedcast grpo`, on TRL's GRPOTrainer). It shares the task, the minibatch size
+    (`batch_size` problems per step) and `sampling.max_new_tokens` with ES, so both methods see the same
+    problems, prompts and rewards; by default it also gets the same budget of generated completions."""
+
+    group_size: int = Field(8, ge=2, description="Completions per problem (G, TRL's num_generations).")
+    steps: int | None = Field(None, ge=1, description="Optimizer steps; null = as many as generate the same number "
+                                                      "of completions as ES: iterations x es.population x "
+                                                      "sampling.samples_per_prompt / group_size.")
+    learning_rate: float = Field(1e-6, gt=0.0, allow_inf_nan=False, description="AdamW learning rate.")
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient against the initial model (0 = no reference "
+                                                 "model, TRL's default).")
+    epsilon: float = Field(0.2, gt=0.0, description="PPO-style clipping range.")
+    temperature: float = Field(1.0, gt=0.0, description="Sampling temperature of the rollouts.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus threshold of the rollouts.")
+    micro_batch_size: int | None = Field(None, ge=1, description="Completions per forward/backward pass (gradient "
+                                                                 "accumulation); must divide batch_size x group_size. "
+                                                                 "null = the largest divisor <= 16.")
+    gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass (TRL's "
+                                                           "default): less memory, about a third more compute.")
+    loss_type: str | None = Field(None, description="TRL loss_type (grpo, dapo, dr_grpo, bnpo...); null = TRL's "
+                                                    "default.")
+
+
 class FleetConfig(Section):
     """Which inference servers do the work."""
 
@@ -175,7 +199,7 @@ class FleetConfig(Section):
 
 
 class TrainConfig(Section):
-    """An ES training run. Every field can be set in YAML or as key=value."""
+    """A training run (ES, or the GRPO baseline). Every field can be set in YAML or as key=value."""
 
     seed: int = Field(0, ge=0, description="Run seed: member seeds, minibatches and sampling derive from it.")
     iterations: int = Field(10, ge=1, description="ES iterations (= update steps).")
@@ -187,7 +211,15 @@ class TrainConfig(Section):
     task: TaskConfig = Field(default_factory=TaskConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     es: ESConfig = Field(default_factory=ESConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
+
+    def grpo_steps(self) -> int:
+        """GRPO optimizer steps: `grpo.steps`, else the count that matches ES's generated completions."""
+        if self.grpo.steps is not None:
+            return self.grpo.steps
+        completions = self.iterations * self.es.population * self.sampling.samples_per_prompt
+        return max(1, round(completions / self.grpo.group_size))
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:

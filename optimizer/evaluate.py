@@ -25,7 +25,8 @@ from tqdm import tqdm
 from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.client import ServerClient
-from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config import TrainConfig, load_config
+from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.fleet import Fleet
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
@@ -148,6 +149,24 @@ def plot_pass_at_k(results: dict, path: Path, label: str) -> None:
     plt.close(figure)
 
 
+def eval_config(model: str, task: str = "synthetic", data: str | None = None, evaluator: str | None = None,
+                limit: int | None = None, seed: int = 0, servers: str | None = None, local: int | None = None,
+                overrides: list[str] | None = None) -> TrainConfig:
+    """The config `seedcast eval` runs with: model and task from the arguments, `key=value` overrides last."""
+    values = [f"model.name={model}", f"task.dataset={task}", f"seed={seed}"]
+    if data:
+        values.append(f"task.path={data}")
+    if evaluator:
+        values.append(f"task.evaluator={evaluator}")
+    if limit:
+        values.append(f"task.limit={limit}")
+    if servers is not None:
+        values += [f"fleet.servers=[{servers}]", f"fleet.local={local or 0}"]
+    elif local is not None:
+        values.append(f"fleet.local={local}")
+    return load_config(overrides=[*values, *(overrides or [])])
+
+
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
     """Start or connect the servers, sample, score, summarize; writes results.json and pass_at_k.png."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -161,8 +180,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     for start in range(0, len(problems), options.problems_per_call):
         chunk = problems[start:start + options.problems_per_call]
         requests.append(pb.SampleRequest(
-            problems=[pb.Problem(prompt=f"{p.prompt}\n\n{instruction}" if instruction else p.prompt,
-                                 reference=p.reference) for p in chunk],
+            problems=[pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference) for p in chunk],
             evaluator=evaluator, system_prompt=config.task.system_prompt, return_entropy=options.entropy,
             sampling=pb.SamplingParams(temperature=options.temperature, top_p=options.top_p,
                                        max_new_tokens=options.max_tokens, samples_per_prompt=options.n,

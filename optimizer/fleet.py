@@ -69,6 +69,10 @@ class Fleet:
         self.metrics.servers_up.set(len(self.active))
         return self.fingerprint
 
+    def local_peak_rss_bytes(self) -> list[int]:
+        """Peak resident memory of each local server (empty without local servers)."""
+        return self.local_fleet.peak_rss_bytes() if self.local_fleet is not None else []
+
     async def close(self) -> None:
         """Close every channel and stop local servers."""
         for client in self.active:

@@ -88,6 +88,19 @@ class LocalFleet:
         raise LocalServerError(f"local server {index} did not become ready within "
                                f"{self.config.fleet.start_timeout_seconds:g} s; see {log_path}")
 
+    def peak_rss_bytes(self) -> list[int]:
+        """Peak resident memory (VmHWM) of each running local server; empty where /proc is unavailable."""
+        peaks = []
+        for process in self.processes:
+            try:
+                status = Path(f"/proc/{process.pid}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks.append(int(line.split()[1]) * 1024)
+        return peaks
+
     def stop(self, grace_seconds: float = 10.0) -> None:
         """SIGTERM every server, then SIGKILL what is still running after the grace period."""
         for process in self.processes:

@@ -109,8 +109,9 @@ class RunDirectory:
         self.logs_path = self.path / "logs"
 
     @classmethod
-    def create(cls, path: str | Path, config: TrainConfig) -> RunDirectory:
-        """A new run directory with the config snapshot; refuses to overwrite a run."""
+    def create(cls, path: str | Path, config: TrainConfig, update_log: bool = True) -> RunDirectory:
+        """A new run directory with the config snapshot (and an empty update log for ES runs); refuses to
+        overwrite a run."""
         run = cls(path)
         if run.updates_path.exists() or (run.path / CONFIG_FILE).exists():
             raise FileExistsError(f"{run.path} already holds a run; resume it with --resume {run.path} "
@@ -121,7 +122,8 @@ class RunDirectory:
         temporary = run.path / (CONFIG_FILE + ".tmp")
         temporary.write_text(snapshot)
         temporary.replace(run.path / CONFIG_FILE)
-        run.updates_path.touch()
+        if update_log:
+            run.updates_path.touch()
         return run
 
     def load_config(self, overrides: list[str] | None = None) -> TrainConfig:

@@ -8,6 +8,7 @@ agree. Because the log is written first, a crash at any point resumes to the sam
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import statistics
@@ -21,16 +22,16 @@ from tqdm import tqdm
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.fleet import Fleet
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
-from seedcast.optimizer.seeds import derive_seed, minibatch_indices
+from seedcast.optimizer.seeds import minibatch_indices
 from seedcast.optimizer.strategy import ESState, OpenES
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.train")
-EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of the synthetic task is drawn from another stream
 
 
 @dataclass
@@ -43,8 +44,7 @@ class TrainResult:
 
 
 def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
-    prompt = f"{problem.prompt}\n\n{instruction}" if instruction else problem.prompt
-    return pb.Problem(prompt=prompt, reference=problem.reference)
+    return pb.Problem(prompt=prompt_text(problem, instruction), reference=problem.reference)
 
 
 class Trainer:
@@ -88,14 +88,7 @@ class Trainer:
         return self._eval_set
 
     def _build_eval_problems(self) -> list[pb.Problem]:
-        task = self.config.task
-        if task.dataset == "synthetic":
-            chosen = load_problems(task.dataset_spec(self.config.seed + EVAL_SEED_OFFSET))[: self.config.eval_size]
-        else:
-            indices = minibatch_indices(derive_seed(self.config.seed, "eval"), 0, len(self.problems),
-                                        self.config.eval_size)
-            chosen = [self.problems[i] for i in indices]
-        return [_problem_proto(problem, self.instruction) for problem in chosen]
+        return [_problem_proto(problem, self.instruction) for problem in eval_problems(self.config, self.problems)]
 
     async def evaluate_current(self) -> float:
         """Greedy mean reward of the unperturbed weights on the fixed evaluation set."""
@@ -180,6 +173,7 @@ class Trainer:
         records = self.run.updates(repair=True)
         self.run.truncate_metrics(len(records))
         state = ESState(iteration=len(records))
+        started = time.perf_counter()
         try:
             fingerprint = await self.fleet.start(records)
             if records:
@@ -203,9 +197,24 @@ class Trainer:
                          _fmt(metrics["reward_mean"]), _fmt(metrics["reward_max"]), metrics["tokens_per_second"],
                          metrics["seconds"],
                          f", eval {metrics['eval_reward']:.3f}" if "eval_reward" in metrics else "")
+            self._write_summary(time.perf_counter() - started, fingerprint)
         finally:
             await self.fleet.close()
         return TrainResult(iterations=state.iteration, fingerprint=fingerprint, metrics=self.run.metrics())
+
+
+    def _write_summary(self, seconds: float, fingerprint: str) -> None:
+        """RUN_DIR/summary.json: what `seedcast compare` reads next to GRPO's (wall time, tokens, memory)."""
+        rows = [r for r in self.run.metrics() if r.get("iteration", -1) >= 0]
+        peaks = self.fleet.local_peak_rss_bytes()
+        summary = {"method": "es", "steps": len(rows), "wall_seconds": sum(r["seconds"] for r in rows),
+                   "wall_seconds_this_session": seconds,
+                   "completion_tokens": sum(r.get("completion_tokens", 0) for r in rows),
+                   "server_peak_rss_bytes": max(peaks, default=None), "servers_measured": len(peaks),
+                   "fingerprint": fingerprint}
+        temporary = self.run.path / "summary.json.tmp"
+        temporary.write_text(json.dumps(summary, indent=2) + "\n")
+        temporary.replace(self.run.path / "summary.json")
 
 
 def _fmt(value: float | None) -> str:

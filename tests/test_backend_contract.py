@@ -39,6 +39,15 @@ def test_restore_is_bit_exact(make_backend, dtype):
     assert all(torch.equal(before[n], after[n]) for n in before)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_master_never_shares_memory_with_the_inference_weights(make_backend, dtype):
+    backend = make_backend(dtype)
+    master_pointers = {t.untyped_storage().data_ptr() for t in backend.master.values()}
+    inference_pointers = {p.untyped_storage().data_ptr() for p in backend.model.parameters()}
+    assert not master_pointers & inference_pointers
+    assert all(t.dtype == torch.float32 for t in backend.master.values())
+
+
 def test_perturbation_is_cast_of_master_plus_sigma_noise(make_backend):
     backend = make_backend("bfloat16")
     name, master = next(iter(backend.master.items()))

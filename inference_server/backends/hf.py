@@ -38,9 +38,13 @@ class HFBackend:
         self.max_batch = max_batch
         self.threads = threads
         cpu_model, self.tokenizer = load_model_and_tokenizer(model)
-        # named_parameters() yields a tied weight once, under its canonical (first) HF name.
+        # named_parameters() yields a tied weight once, under its canonical (first) HF name. When the model
+        # is cast to another dtype below, the loaded float32 tensors become the master without a copy (the
+        # cast gives the model new tensors): that keeps the peak at master + inference weights, not twice the
+        # float32 model. In float32 inference on the same device, the master must be a separate copy.
+        share = self.dtype != torch.float32
         self.master = {
-            name: param.detach().to(self.device, torch.float32, copy=True)
+            name: param.detach().to(self.device, torch.float32, copy=not share)
             for name, param in cpu_model.named_parameters()
         }
         self.model = cpu_model.to(self.device, self.dtype)

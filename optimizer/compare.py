@@ -1,0 +1,156 @@
+"""`seedcast compare`: one report on base, ES and GRPO models — what the ES papers measure, side by side.
+
+    seedcast compare base=smollm2-135m-instruct es=runs/es grpo=runs/grpo --task synthetic --limit 64 \\
+        --n 16 --max-tokens 16 --out reports/es-vs-grpo
+
+Each entry is `[LABEL=]PATH`. PATH is an eval folder (with results.json, reused as is), an ES run, a
+GRPO run, a model folder or a model spec. Entries that are not eval folders are evaluated with
+`seedcast eval` under the same options (same problems, same samples budget, same seeds), cached in
+OUT/evals/LABEL. The report (OUT/report.md, compare.json, PNGs) has:
+
+- pass@k curves with 95% bootstrap intervals, and paired differences against the first entry
+  (the same problems resampled together, so shared difficulty cancels);
+- mean token entropy, distinct final answers per problem, completion length, truncation;
+- for runs: reward curves against generated tokens, wall time, peak memory, and the parameter
+  geometry versus the run's base model (relative L2, fraction changed, per module group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from seedcast.optimizer.pass_at_k import pass_at_k
+from seedcast.optimizer.run_kinds import run_kind
+
+log = logging.getLogger("seedcast.compare")
+
+
+@dataclass
+class Entry:
+    """One compared model: where it is, what it is, and what was measured."""
+
+    label: str
+    path: str
+    kind: str  # eval | es | grpo | model | spec
+    results: dict | None = None
+    per_problem_correct: list[list[bool]] | None = None
+    training: dict = field(default_factory=dict)
+    geometry: dict | None = None
+
+
+def parse_entry(text: str) -> Entry:
+    """`LABEL=PATH` or `PATH` (the label is then the folder's name)."""
+    label, sep, path = text.partition("=")
+    if not sep:
+        label, path = Path(text.rstrip("/")).name or text, text
+    folder = Path(path)
+    if (folder / "results.json").is_file():
+        kind = "eval"
+    elif folder.is_dir():
+        kind = run_kind(folder)
+    else:
+        kind = "spec"  # the bundled alias or a hub id: resolved when the servers load it
+    return Entry(label=label, path=path, kind=kind)
+
+
+def load_eval(entry: Entry, folder: Path) -> None:
+    """Read results.json and, when present, the per-sample rewards in samples.jsonl."""
+    entry.results = json.loads((folder / "results.json").read_text())
+    threshold = entry.results.get("correct_threshold", 0.5)
+    samples = folder / "samples.jsonl"
+    if samples.is_file():
+        rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+        entry.per_problem_correct = [[r is not None and not math.isnan(r) and r >= threshold for r in row["rewards"]]
+                                     for row in rows]
+
+
+def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, resamples: int = 2000,
+                      seed: int = 0) -> dict:
+    """pass@k(b) − pass@k(a) over the same problems, with a paired percentile-bootstrap 95% interval."""
+    if len(a) != len(b):
+        raise ValueError(f"the evaluations cover different problem counts ({len(a)} vs {len(b)})")
+    diffs = np.array([pass_at_k(len(y), sum(y), k) - pass_at_k(len(x), sum(x), k) for x, y in zip(a, b, strict=True)])
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"mean": float(diffs.mean()), "ci95": [float(low), float(high)],
+            "significant": bool(low > 0 or high < 0)}
+
+
+def training_info(entry: Entry) -> dict:
+    """Reward curve, tokens, wall time and memory of an ES or GRPO run."""
+    run = Path(entry.path)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    summary_path = run / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    tokens, curve, evals = 0, [], []
+    for row in rows:
+        tokens += row.get("completion_tokens", 0)
+        if row.get("reward_mean") is not None:
+            curve.append([tokens, row["reward_mean"]])
+        if row.get("eval_reward") is not None:
+            evals.append([tokens, row["eval_reward"]])
+    peak = summary.get("peak_rss_bytes") or summary.get("server_peak_rss_bytes")
+    return {"method": entry.kind, "steps": sum(1 for r in rows if r.get("iteration", -1) >= 0),
+            "wall_seconds": summary.get("wall_seconds", sum(r.get("seconds", 0.0) for r in rows)),
+            "completion_tokens": tokens, "peak_rss_bytes": peak,
+            "peak_memory_of": "the GRPO training process" if entry.kind == "grpo" else "one ES inference server",
+            "train_reward_curve": curve, "eval_reward_curve": evals}
+
+
+def base_model_of(entry: Entry) -> str:
+    """The weights a run started from (its config's model.name)."""
+    import yaml
+
+    return yaml.safe_load((Path(entry.path) / "config.yaml").read_text())["model"]["name"]
+
+
+def model_spec_of(entry: Entry, out: Path) -> str:
+    """What servers load for this entry (an ES run is exported to OUT/models/LABEL first)."""
+    if entry.kind == "spec":
+        return entry.path
+    from seedcast.optimizer.run_kinds import model_folder
+
+    return str(Path(model_folder(entry.path, export_to=out / "models" / entry.label)).resolve())
+
+
+def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> None:
+    """Fill each entry's results: read eval folders, evaluate the rest (cached by options in OUT/evals)."""
+    from dataclasses import asdict
+
+    from seedcast.optimizer.evaluate import run_eval
+
+    for entry in entries:
+        if entry.kind == "eval":
+            load_eval(entry, Path(entry.path))
+            continue
+        folder = out / "evals" / entry.label
+        cached = folder / "results.json"
+        if cached.is_file() and json.loads(cached.read_text()).get("options") == asdict(options):
+            log.info("%s: reusing %s", entry.label, cached)
+        else:
+            log.info("%s: evaluating %s", entry.label, entry.path)
+            asyncio.run(run_eval(make_config(model_spec_of(entry, out)), options, folder))
+        load_eval(entry, folder)
+
+
+def measure_geometry(entries: list[Entry], threshold: float) -> None:
+    """Parameter geometry of every run versus the model it started from (base weights loaded once each)."""
+    from seedcast.optimizer.geometry import load_weights, parameter_geometry
+
+    bases: dict[str, dict] = {}
+    for entry in entries:
+        if entry.kind not in ("es", "grpo"):
+            continue
+        base = base_model_of(entry)
+        if base not in bases:
+            bases[base] = load_weights(base)
+        entry.geometry = {"base": base, **parameter_geometry(bases[base], load_weights(entry.path), threshold)}
+

@@ -1,0 +1,242 @@
+"""`seedcast grpo`: the GRPO baseline, trained by TRL's `GRPOTrainer` on the same task as ES.
+
+Same problems, same chat-templated prompts, same instruction, same evaluator (wrapped as a TRL
+reward function), same fixed evaluation set and the same run-directory layout:
+
+    RUN_DIR/config.yaml     the validated config (the `grpo` section holds the GRPO settings)
+    RUN_DIR/metrics.jsonl   one line per step: rewards of the sampled group, tokens, seconds, eval reward
+    RUN_DIR/model/          the trained Hugging Face model folder (what `seedcast eval --model` takes)
+    RUN_DIR/summary.json    wall time, peak resident memory, tokens generated
+    RUN_DIR/trl_log.jsonl   TRL's own statistics per step (loss, entropy, clipping, KL when beta > 0)
+
+GRPO trains in float32 on one process here; the point is a faithful baseline, not a fast one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import resource
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from seedcast.evaluators.base import Problem, ScoredSample
+from seedcast.evaluators.datasets import load_problems
+from seedcast.evaluators.registry import load_evaluator
+from seedcast.inference_server.model_source import load_model_and_tokenizer
+from seedcast.optimizer.config import ConfigError, TrainConfig
+from seedcast.optimizer.eval_set import eval_problems, prompt_text
+from seedcast.optimizer.run_dir import RunDirectory
+from seedcast.optimizer.run_kinds import GRPO_MODEL_DIR
+
+log = logging.getLogger("seedcast.grpo")
+SUMMARY_FILE = "summary.json"
+TRL_LOG_FILE = "trl_log.jsonl"
+EVAL_BATCH = 16
+
+
+class GRPOUnavailableError(RuntimeError):
+    """TRL is not installed."""
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (Linux reports kilobytes, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def micro_batch_size(config: TrainConfig) -> int:
+    """Completions per forward/backward: the configured one (checked), else the largest divisor <= 16."""
+    completions = config.batch_size * config.grpo.group_size
+    chosen = config.grpo.micro_batch_size
+    if chosen is None:
+        return max(d for d in range(1, min(16, completions) + 1) if completions % d == 0)
+    if completions % chosen:
+        raise ConfigError(f"grpo.micro_batch_size: {chosen} does not divide batch_size x grpo.group_size = "
+                          f"{completions}; set a divisor of {completions}")
+    return chosen
+
+
+def chat_prompt(tokenizer: Any, user_message: str, system_prompt: str = "") -> str:
+    """The exact text the inference servers generate from: the model's chat template with the generation
+    prompt (see HFBackend.chat_texts), or the message itself when the model has no template."""
+    if not tokenizer.chat_template:
+        return user_message
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": user_message})
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+@dataclass
+class RewardTally:
+    """What the reward function saw since the last optimizer step (TRL generates once per step)."""
+
+    rewards: list[float] = field(default_factory=list)
+    tokens: int = 0
+    completions: int = 0
+
+    def take(self) -> RewardTally:
+        """Return the tally and start a new one."""
+        taken = RewardTally(self.rewards, self.tokens, self.completions)
+        self.rewards, self.tokens, self.completions = [], 0, 0
+        return taken
+
+
+class EvaluatorReward:
+    """A Seedcast evaluator as a TRL reward function: `(prompts, completions, reference, ...) -> rewards`.
+
+    Unscorable samples (None) stay None, which TRL turns into NaN and leaves out, like ES does.
+    """
+
+    def __init__(self, spec: str) -> None:
+        self.evaluator = load_evaluator(spec)
+        self.__name__ = f"seedcast:{spec}"  # TRL logs rewards under the function's name
+        self.tally = RewardTally()
+
+    def __call__(self, prompts: list[str], completions: list[str], reference: list[str],
+                 completion_ids: list[list[int]] | None = None, **_: Any) -> list[float | None]:
+        samples = [ScoredSample(prompt=p, completion=c, reference=r)
+                   for p, c, r in zip(prompts, completions, reference, strict=True)]
+        rewards = self.evaluator.score_batch(samples)
+        self.tally.rewards.extend(r for r in rewards if r is not None)
+        self.tally.completions += len(completions)
+        self.tally.tokens += sum(len(ids) for ids in completion_ids or [])
+        return rewards
+
+
+@torch.no_grad()
+def greedy_eval_reward(model: Any, tokenizer: Any, texts: list[str], references: list[str], evaluator: Any,
+                       max_new_tokens: int) -> float:
+    """Mean greedy reward of `model` on the evaluation set: what ES logs as `eval_reward`."""
+    was_training = model.training
+    model.eval()
+    rewards: list[float] = []
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    try:
+        for start in range(0, len(texts), EVAL_BATCH):
+            chunk = texts[start:start + EVAL_BATCH]
+            encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
+                                    pad_token_id=tokenizer.pad_token_id)
+            completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1]:], skip_special_tokens=True)
+            samples = [ScoredSample(prompt=t, completion=c, reference=r)
+                       for t, c, r in zip(chunk, completions, references[start:start + EVAL_BATCH], strict=True)]
+            rewards.extend(r for r in evaluator.score_batch(samples) if r is not None)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return statistics.fmean(rewards) if rewards else math.nan
+
+
+def _trl():
+    try:
+        import trl
+        from transformers import PrinterCallback, TrainerCallback
+    except ImportError as error:
+        raise GRPOUnavailableError(
+            f"`seedcast grpo` needs TRL: pip install 'seedcast[grpo]' (or pip install trl datasets) ({error})"
+        ) from error
+    return trl, TrainerCallback, PrinterCallback
+
+
+def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
+    from datasets import Dataset
+
+    instruction = config.task.instruction_text()
+    return Dataset.from_dict({
+        "prompt": [chat_prompt(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
+        "reference": [p.reference for p in problems],
+    })
+
+
+def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> dict:
+    """Run GRPO for `config.grpo_steps()` optimizer steps; writes metrics, the model folder and summary.json."""
+    trl, TrainerCallback, PrinterCallback = _trl()
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    model, tokenizer = load_model_and_tokenizer(config.model.name)
+    problems = load_problems(config.task.dataset_spec(config.seed))
+    reward = EvaluatorReward(config.task.evaluator_spec())
+    instruction = config.task.instruction_text()
+    held_out = eval_problems(config, problems)
+    eval_texts = [chat_prompt(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in held_out]
+    eval_refs = [p.reference for p in held_out]
+    micro = micro_batch_size(config)
+    steps = config.grpo_steps()
+    completions_per_step = config.batch_size * config.grpo.group_size
+    grpo = config.grpo
+    optional = {"loss_type": grpo.loss_type} if grpo.loss_type else {}
+    args = trl.GRPOConfig(
+        output_dir=str(run.path / "logs"), max_steps=steps, learning_rate=grpo.learning_rate,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=completions_per_step // micro,
+        num_generations=grpo.group_size, max_completion_length=config.sampling.max_new_tokens,
+        temperature=grpo.temperature, top_p=grpo.top_p, beta=grpo.beta, epsilon=grpo.epsilon, seed=config.seed,
+        data_seed=config.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, logging_steps=1,
+        gradient_checkpointing=grpo.gradient_checkpointing, save_strategy="no", report_to="none",
+        disable_tqdm=not show_progress, **optional)
+
+    def run_eval() -> float:
+        return greedy_eval_reward(model, tokenizer, eval_texts, eval_refs, reward.evaluator,
+                                  config.sampling.max_new_tokens)
+
+    class MetricsCallback(TrainerCallback):
+        """Writes one metrics.jsonl line per optimizer step, in the ES trainer's format."""
+
+        def __init__(self) -> None:
+            self.step_started = time.perf_counter()
+
+        def on_step_begin(self, _args, _state, _control, **_kwargs):
+            self.step_started = time.perf_counter()
+
+        def on_step_end(self, _args, state, _control, **_kwargs):
+            tally = reward.tally.take()
+            seconds = time.perf_counter() - self.step_started
+            rewards = tally.rewards
+            row: dict[str, Any] = {
+                "iteration": state.global_step - 1, "step": state.global_step, "seconds": seconds,
+                "reward_mean": statistics.fmean(rewards) if rewards else None,
+                "reward_std": statistics.pstdev(rewards) if rewards else None,
+                "reward_max": max(rewards, default=None), "reward_min": min(rewards, default=None),
+                "completions": tally.completions, "completion_tokens": tally.tokens,
+                "tokens_per_second": tally.tokens / seconds if seconds else 0.0, "peak_rss_bytes": peak_rss_bytes(),
+            }
+            if config.eval_every and (state.global_step % config.eval_every == 0
+                                      or state.global_step == steps):
+                row["eval_reward"] = run_eval()
+            run.append_metrics(row)
+            log.info("step %d: reward %s, %d tokens, %.1f s%s", state.global_step,
+                     "n/a" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}", tally.tokens, seconds,
+                     f", eval {row['eval_reward']:.3f}" if "eval_reward" in row else "")
+
+    if config.eval_every:
+        baseline = run_eval()
+        run.append_metrics({"iteration": -1, "step": 0, "eval_reward": baseline})
+        log.info("base model eval reward %.3f", baseline)
+    model.train()
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
+                              train_dataset=_dataset(problems, tokenizer, config), processing_class=tokenizer,
+                              callbacks=[MetricsCallback()])
+    trainer.remove_callback(PrinterCallback)  # our own line per step replaces TRL's printed dicts
+    trainer.train()
+    with (run.path / TRL_LOG_FILE).open("w") as handle:  # TRL's own per-step statistics (loss, KL, entropy...)
+        handle.writelines(json.dumps(entry) + "\n" for entry in trainer.state.log_history)
+    model_dir = run.path / GRPO_MODEL_DIR
+    model.eval()
+    model.save_pretrained(model_dir, safe_serialization=True)
+    tokenizer.save_pretrained(model_dir)
+    rows = run.metrics()
+    summary = {
+        "method": "grpo", "steps": steps, "wall_seconds": time.perf_counter() - started,
+        "peak_rss_bytes": peak_rss_bytes(), "completion_tokens": sum(r.get("completion_tokens", 0) for r in rows),
+        "completions": sum(r.get("completions", 0) for r in rows), "model_dir": str(model_dir),
+        "trl_version": trl.__version__, "device": str(model.device),
+    }
+    (run.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

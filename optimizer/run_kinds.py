@@ -1,0 +1,47 @@
+"""What a path given to `--init-from`, `seedcast compare` or `seedcast eval` is, and where its weights are.
+
+    an ES run directory    config.yaml + updates.jsonl (weights = base model + replayed updates)
+    a GRPO run directory   config.yaml + model/ (the trained Hugging Face folder)
+    a model folder         config.json (from `seedcast export`, a GRPO run's model/, or any HF model)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.run_dir import CONFIG_FILE, UPDATES_FILE
+
+GRPO_MODEL_DIR = "model"
+
+
+def run_kind(path: str | Path) -> str:
+    """`es`, `grpo` or `model`; a ConfigError for anything else."""
+    folder = Path(path)
+    if (folder / CONFIG_FILE).is_file() and (folder / GRPO_MODEL_DIR / "config.json").is_file():
+        return "grpo"
+    if (folder / CONFIG_FILE).is_file() and (folder / UPDATES_FILE).is_file():
+        return "es"
+    if (folder / "config.json").is_file():
+        return "model"
+    raise ConfigError(f"{folder} is not an ES run (config.yaml + updates.jsonl), a GRPO run (config.yaml + model/) "
+                      "or a Hugging Face model folder (config.json)")
+
+
+def model_folder(path: str | Path, export_to: str | Path) -> str:
+    """A folder `transformers` loads with the weights at `path`; an ES run is exported to `export_to` first."""
+    folder = Path(path)
+    kind = run_kind(folder)
+    if kind == "model":
+        return str(folder)
+    if kind == "grpo":
+        return str(folder / GRPO_MODEL_DIR)
+    from seedcast.optimizer.export import export_run
+
+    target = Path(export_to)
+    if not (target / "config.json").is_file():
+        summary = export_run(folder, target)
+        if summary["matches_servers"] is False:
+            raise ConfigError(f"replaying {folder} gave fingerprint {summary['fingerprint']}, not the servers' "
+                              f"{summary['fingerprint_logged']}; export it on the device type it was trained on")
+    return str(target)

@@ -1,0 +1,81 @@
+"""`seedcast compare`: paired differences, entry kinds, and a full report on two tiny runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from seedcast.optimizer.cli import main
+from seedcast.optimizer.compare import paired_difference, parse_entry
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.pass_at_k import pass_at_k
+
+
+def test_paired_difference_of_known_outcomes():
+    base = [[False] * 4, [True, False, False, False], [True] * 4]
+    better = [[True, False, False, False], [True, True, False, False], [True] * 4]
+    one = paired_difference(base, better, k=1)
+    assert one["mean"] == pytest.approx((0.25 + 0.25 + 0) / 3)
+    assert one["ci95"][0] >= 0.0 and one["significant"] is False  # the third problem can be resampled alone
+    full = paired_difference(base, better, k=4)
+    assert full["mean"] == pytest.approx((pass_at_k(4, 1, 4) - 0 + 0) / 3)
+    same = paired_difference(base, base, k=2)
+    assert same == {"mean": 0.0, "ci95": [0.0, 0.0], "significant": False}
+    with pytest.raises(ValueError, match="different problem counts"):
+        paired_difference(base, better[:2], k=1)
+
+
+def test_entry_kinds(tmp_path, tiny_model_dir):
+    assert parse_entry(f"base={tiny_model_dir}").kind == "model"
+    assert parse_entry("smollm2-135m-instruct").kind == "spec"
+    assert parse_entry("smollm2-135m-instruct").label == "smollm2-135m-instruct"
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "ev" / "results.json").write_text("{}")
+    assert parse_entry(f"x={tmp_path / 'ev'}").kind == "eval"
+    with pytest.raises(ConfigError, match="not an ES run"):
+        parse_entry(str(tmp_path))
+
+
+def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, capsys):
+    common = ["iterations=2", "grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
+              "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=4"]
+    es, grpo = tmp_path / "es", tmp_path / "grpo"
+    assert main(["train", "--run-dir", str(es), "--no-progress", f"model.name={tiny_model_dir}", *common,
+                 "es.population=4", "es.sigma=0.05", "es.learning_rate=0.05", "sampling.temperature=1.0",
+                 "fleet.threads_per_server=1"]) == 0
+    assert main(["grpo", "--run-dir", str(grpo), "--no-progress", f"model.name={tiny_model_dir}", *common,
+                 "grpo.group_size=4", "grpo.learning_rate=0.05"]) == 0
+    out = tmp_path / "report"
+    args = ["compare", f"base={tiny_model_dir}", f"es={es}", f"grpo={grpo}", "--out", str(out),
+            "--evaluator", "tests.tiny_model:digit_fraction_reward", "--limit", "4", "--n", "4", "--k", "1,2,4",
+            "--max-tokens", "4", "--local", "1"]
+    assert main(args) == 0
+    report = (out / "report.md").read_text()
+    for label in ("base", "es", "grpo"):
+        assert f"| {label} | " in report
+    assert "Paired difference against `base`" in report and "Parameter geometry" in report
+    for name in ("pass_at_k.png", "reward_curves.png", "geometry.png"):
+        assert (out / name).stat().st_size > 1000
+    document = json.loads((out / "compare.json").read_text())
+    entries = {e["label"]: e for e in document["entries"]}
+    assert entries["es"]["kind"] == "es" and entries["grpo"]["kind"] == "grpo"
+    assert set(document["paired_differences"]) == {"es", "grpo"}
+    for label in ("es", "grpo"):
+        geometry = entries[label]["geometry"]
+        assert geometry["relative_l2"] > 0 and set(geometry["groups"]) >= {"attention", "mlp", "embedding"}
+        training = entries[label]["training"]
+        assert training["steps"] == 2 and training["completion_tokens"] > 0 and training["peak_rss_bytes"] > 0
+        assert len(training["eval_reward_curve"]) == 3  # base, then after each of the 2 steps
+    assert entries["base"]["geometry"] is None and entries["base"]["training"] == {}
+    assert entries["es"]["results"]["problems"] == entries["grpo"]["results"]["problems"] == 4
+    # A second compare reuses the cached evaluations (same options) instead of sampling again.
+    cached = out / "evals" / "es" / "results.json"
+    before = cached.stat().st_mtime_ns
+    assert main([*args, "--no-geometry"]) == 0
+    assert cached.stat().st_mtime_ns == before
+    assert "Parameter geometry" not in (out / "report.md").read_text()
+    # An eval folder is an entry as it is.
+    assert main(["compare", f"a={out / 'evals' / 'base'}", f"b={out / 'evals' / 'grpo'}", "--out",
+                 str(tmp_path / "r2")]) == 0
+    assert "| b | " in (tmp_path / "r2" / "report.md").read_text()

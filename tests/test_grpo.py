@@ -1,0 +1,102 @@
+"""The GRPO baseline on TRL: two real optimizer steps on the tiny model, and the pieces it is made of."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from seedcast.evaluators.base import ScoredSample
+from seedcast.inference_server.backends.hf import HFBackend
+from seedcast.optimizer.cli import main
+from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.geometry import load_weights
+from seedcast.optimizer.grpo import EvaluatorReward, chat_prompt, micro_batch_size
+from seedcast.optimizer.run_kinds import run_kind
+
+TINY_TASK = ["grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
+             "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=6",
+             "grpo.group_size=4", "grpo.learning_rate=0.05"]
+
+
+def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tiny_model_dir, capsys):
+    run = tmp_path / "grpo"
+    assert main(["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}", *TINY_TASK]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert "eval_reward" in rows[0] and "reward_mean" not in rows[0]  # the base model's eval comes first
+    for row in rows[1:]:
+        assert row["completions"] == 2 * 4  # batch_size problems x group_size samples per step
+        assert 0 < row["completion_tokens"] <= 8 * 6
+        assert 0.0 <= row["reward_mean"] <= 1.0 and not math.isnan(row["eval_reward"])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["method"] == "grpo" and summary["steps"] == 2
+    assert summary["peak_rss_bytes"] > 50 * 2**20 and summary["wall_seconds"] > 0
+    assert summary["completion_tokens"] == sum(r.get("completion_tokens", 0) for r in rows)
+    assert (run / "trl_log.jsonl").read_text().count("\n") >= 2
+    assert not (run / "updates.jsonl").exists() and run_kind(run) == "grpo"
+    base, trained = load_weights(tiny_model_dir), load_weights(run)
+    assert base.keys() == trained.keys()
+    assert any(not torch.equal(base[name], trained[name]) for name in base)  # the optimizer really stepped
+    assert "finished 2 GRPO steps" in capsys.readouterr().out
+
+
+def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir):
+    backend = HFBackend(tiny_model_dir, dtype="float32")
+    for system in ("", "be brief"):
+        assert chat_prompt(backend.tokenizer, "What is 2 + 3?", system) == \
+            backend.chat_texts(["What is 2 + 3?"], system)[0]
+
+
+def test_evaluator_reward_passes_references_and_keeps_unscorable_samples_none():
+    reward = EvaluatorReward("synthetic")
+    rewards = reward(prompts=["p", "p", "p"], completions=["The answer is 7", "8", "no number"],
+                     reference=["7", "7", "7"], completion_ids=[[1, 2], [3], [4, 5, 6]])
+    expected = reward.evaluator.score_batch([ScoredSample("p", c, "7") for c in ["The answer is 7", "8", "no number"]])
+    assert rewards == expected and rewards[0] == 1.0 and rewards[1] == 0.0
+    tally = reward.tally.take()
+    assert tally.completions == 3 and tally.tokens == 6
+    assert tally.rewards == [r for r in expected if r is not None]
+    assert reward.tally.completions == 0  # take() starts a new tally
+
+
+def test_micro_batch_size_divides_the_step():
+    assert micro_batch_size(load_config(overrides=["batch_size=32", "grpo.group_size=8"])) == 16
+    assert micro_batch_size(load_config(overrides=["batch_size=3", "grpo.group_size=3"])) == 9
+    chosen = load_config(overrides=["batch_size=2", "grpo.group_size=4", "grpo.micro_batch_size=4"])
+    assert micro_batch_size(chosen) == 4
+    with pytest.raises(ConfigError, match="does not divide"):
+        micro_batch_size(load_config(overrides=["batch_size=2", "grpo.group_size=4", "grpo.micro_batch_size=3"]))
+
+
+def test_hybrid_es_then_grpo_then_es(tmp_path, tiny_model_dir):
+    """ES → GRPO (the ES run is exported to the new run's init-model) and GRPO → ES."""
+    es = tmp_path / "es"
+    es_args = ["iterations=1", "batch_size=2", "eval_every=0", "task.synthetic_size=50", "es.population=2",
+               "es.sigma=0.05", "es.learning_rate=0.05", "task.evaluator=tests.tiny_model:digit_fraction_reward",
+               "sampling.max_new_tokens=4", "sampling.temperature=1.0", "fleet.threads_per_server=1"]
+    assert main(["train", "--run-dir", str(es), "--no-progress", f"model.name={tiny_model_dir}", *es_args]) == 0
+    grpo = tmp_path / "grpo"
+    assert main(["grpo", "--run-dir", str(grpo), "--init-from", str(es), "--no-progress", *TINY_TASK,
+                 "grpo.steps=1", "eval_every=0"]) == 0
+    init = grpo / "init-model"
+    assert load_config(grpo / "config.yaml").model.name == str(init.resolve())
+    es_weights, init_weights = load_weights(es), load_weights(init)
+    assert all(torch.equal(es_weights[n], init_weights[n]) for n in es_weights)  # exactly the ES weights
+    back = tmp_path / "es-again"
+    assert main(["train", "--run-dir", str(back), "--init-from", str(grpo), "--no-progress", *es_args]) == 0
+    assert load_config(back / "config.yaml").model.name == str((grpo / "model").resolve())
+    assert json.loads((back / "summary.json").read_text())["server_peak_rss_bytes"] > 50 * 2**20
+
+
+def test_init_from_something_that_is_not_a_run_is_a_clear_error(tmp_path, capsys):
+    assert main(["grpo", "--run-dir", str(tmp_path / "r"), "--init-from", str(tmp_path)]) == 2
+    assert "is not an ES run" in capsys.readouterr().err
+
+
+def test_grpo_steps_default_to_the_es_completion_budget():
+    config = load_config(overrides=["iterations=10", "es.population=16", "grpo.group_size=8"])
+    assert config.grpo_steps() == 20  # 10 x 16 completions per problem = 20 x 8
+    assert load_config(overrides=["grpo.steps=3"]).grpo_steps() == 3
