@@ -1,10 +1,14 @@
 """ES overhead per member: one member through the gRPC server (perturb + generate + score + restore)
 divided by generating the same prompts with the same backend and sampling, nothing else.
 
+Members come in mirrored pairs (+ε then −ε, the default ES population), each pair timed against two
+plain generations; with `--pair-cache` the server draws the noise once per pair.
+
 Both are measured in one process, interleaved, and the median of the ratios is reported, so load
 from elsewhere on the machine affects both sides alike. Prints a table and writes JSON.
 
     python bench/member_overhead.py                           # bundled SmolLM2-135M, 32 prompts
+    python bench/member_overhead.py --pair-cache              # one noise draw per mirrored pair
     python bench/member_overhead.py --model DIR --prompts 64 --max-new-tokens 32 --repeats 7
 """
 
@@ -39,19 +43,23 @@ async def measure(backend: HFBackend, prompts: list[pb.Problem], sampling: pb.Sa
                                                                        evaluator="synthetic")))
             texts = [p.prompt for p in prompts]
             for repeat in range(repeats + 1):  # the first round warms up and is not counted
-                started = time.perf_counter()
-                await asyncio.to_thread(backend.generate, texts, plain)
-                generate_only = time.perf_counter() - started
-                started = time.perf_counter()
-                await stream.write(pb.EvaluateRequest(task=pb.MemberTask(
-                    iteration=0, member=repeat, seed=1000 + repeat, sign=1, sigma=5e-3, sampling=sampling)))
-                answer = await stream.read()
-                member = time.perf_counter() - started
+                generate_only, member, timings = 0.0, 0.0, []
+                for sign in (1, -1):
+                    started = time.perf_counter()
+                    await asyncio.to_thread(backend.generate, texts, plain)
+                    generate_only += time.perf_counter() - started
+                    started = time.perf_counter()
+                    await stream.write(pb.EvaluateRequest(task=pb.MemberTask(
+                        iteration=0, member=2 * repeat + (sign < 0), seed=1000 + repeat, sign=sign, sigma=5e-3,
+                        sampling=sampling)))
+                    answer = await stream.read()
+                    member += time.perf_counter() - started
+                    timings.append(answer.result.timings)
                 if repeat:
-                    timings = answer.result.timings
-                    rows.append({"generate_only_s": generate_only, "member_s": member, "ratio": member / generate_only,
-                                 "perturb_s": timings.perturb_seconds, "generate_s": timings.generate_seconds,
-                                 "score_s": timings.score_seconds, "restore_s": timings.restore_seconds})
+                    rows.append({"generate_only_s": generate_only / 2, "member_s": member / 2,
+                                 "ratio": member / generate_only,
+                                 **{f"{phase}_s": sum(getattr(t, f"{phase}_seconds") for t in timings) / 2
+                                    for phase in ("perturb", "generate", "score", "restore")}})
             await stream.done_writing()
     finally:
         await running.stop(0)
@@ -66,14 +74,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="measured rounds (default: 5)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--dtype", default="auto", help="inference dtype (default: auto)")
+    parser.add_argument("--pair-cache", action="store_true",
+                        help="one noise draw per mirrored pair (serve --pair-cache)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    backend = HFBackend(args.model, dtype=args.dtype, threads=args.threads)
+    backend = HFBackend(args.model, dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache)
     problems = [pb.Problem(prompt=f"{p.prompt}\n\n{SYNTHETIC_INSTRUCTION}", reference=p.reference)
                 for p in synthetic_problems(args.prompts, 2, 0)]
     sampling = pb.SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
                                  samples_per_prompt=1, seed=0)
     rows = asyncio.run(measure(backend, problems, sampling, args.repeats))
+    print("per member, averaged over a mirrored pair")
     print(f"{'round':>5}{'generate only s':>17}{'member s':>10}{'ratio':>8}{'perturb s':>11}{'restore s':>11}")
     for index, row in enumerate(rows, 1):
         print(f"{index:>5}{row['generate_only_s']:>17.3f}{row['member_s']:>10.3f}{row['ratio']:>8.3f}"
@@ -81,11 +92,11 @@ def main() -> None:
     median = statistics.median(row["ratio"] for row in rows)
     info = backend.info()
     print(f"\nmedian ES overhead ratio: {median:.3f} ({info.model}, {info.dtype}, {args.prompts} prompts, "
-          f"{args.max_new_tokens} new tokens)")
+          f"{args.max_new_tokens} new tokens, pair cache {'on' if args.pair_cache else 'off'})")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"model": info.model, "dtype": info.dtype, "median_ratio": median, "rows": rows}, handle,
-                      indent=2)
+            json.dump({"model": info.model, "dtype": info.dtype, "pair_cache": args.pair_cache, "median_ratio": median,
+                       "rows": rows}, handle, indent=2)
 
 
 if __name__ == "__main__":

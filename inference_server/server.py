@@ -53,6 +53,7 @@ class ServeOptions:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | None = None
+    pair_cache: bool = False
     ready_file: str | None = None
     metrics_port: int | None = None
     grace_seconds: float = 5.0
@@ -128,8 +129,9 @@ async def serve(options: ServeOptions) -> None:
     security = ServerSecurity.from_files(options.tls_cert, options.tls_key, options.tls_ca, options.token_file,
                                          options.host, options.insecure)
     log.info("loading %s backend with model %s", options.backend, options.model)
+    extra = {"pair_cache": True} if options.pair_cache else {}
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
-                             threads=options.threads)
+                             threads=options.threads, **extra)
     limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)
     running = await start_server(backend, options.host, options.port, limits, REGISTRY, security,
                                  options.max_concurrent_rpcs)

@@ -27,7 +27,8 @@ def _serve(args: argparse.Namespace) -> int:
     from seedcast.inference_server.server import ServeOptions, serve
 
     options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
-                           dtype=args.dtype, threads=args.threads, ready_file=args.ready_file,
+                           dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache,
+                           ready_file=args.ready_file,
                            grace_seconds=args.grace_seconds, metrics_port=args.metrics_port, tls_cert=args.tls_cert,
                            tls_key=args.tls_key, tls_ca=args.tls_ca, token_file=args.token_file,
                            insecure=args.insecure, max_concurrent_rpcs=args.max_concurrent_rpcs,
@@ -206,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
                        help="inference dtype; auto = bf16 where native, else fp32 (default: auto)")
     serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    serve.add_argument("--pair-cache", action="store_true",
+                       help="hf backend: compute a mirrored member's partner weights with the same noise draw and "
+                            "keep them for the next member (one more copy of the weights in the inference dtype; "
+                            "saves a noise draw per pair)")
     serve.add_argument("--ready-file", default=None, help="write {port, pid} as JSON here once serving")
     serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
     serve.add_argument("--metrics-port", type=int, default=None,

@@ -152,6 +152,8 @@ class FleetConfig(Section):
                                            description="Torch threads per local server; default: cores / local.")
     connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
+    pair_cache: bool = Field(False, description="Local servers keep a mirrored member's partner weights (`seedcast "
+                                                "serve --pair-cache`): one noise draw per pair, one more weights copy.")
     local_metrics_port: int | None = Field(None, ge=1, le=65535,
                                            description="Local server I serves Prometheus metrics on this port + I.")
     member_deadline_seconds: float | None = Field(

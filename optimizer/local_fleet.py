@@ -60,6 +60,8 @@ class LocalFleet:
                        "--ready-file", str(ready)]
             # Local servers accept exactly the evaluator this run scores with.
             command += ["--allow-evaluator", self.config.task.evaluator_spec()]
+            if self.config.fleet.pair_cache:
+                command.append("--pair-cache")
             if self.config.fleet.token_file:
                 command += ["--token-file", self.config.fleet.token_file]
             if self.config.fleet.local_metrics_port is not None:

@@ -100,9 +100,12 @@ class FleetScheduler:
 
     async def _serve_queue(self, client: ServerClient, work: IterationWork, queue: deque[Member],
                            reports: dict[int, MemberReport], in_flight: dict[ServerClient, Member],
-                           on_report: Callable[[MemberReport], None]) -> None:
-        while queue and client in self.clients:
-            member = queue.popleft()
+                           on_report: Callable[[MemberReport], None],
+                           pending: dict[ServerClient, deque[Member]]) -> None:
+        while client in self.clients:
+            member = self._claim(client, queue, pending)
+            if member is None:
+                return
             in_flight[client] = member
             try:
                 stream = client.evaluate_stream()
@@ -121,13 +124,35 @@ class FleetScheduler:
                     detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
                 log.warning("server %s failed on member %d (%s); reassigning it", client.address, member.index, detail)
                 del in_flight[client]
-                queue.appendleft(member)
+                queue.extendleft(reversed([member, *pending.pop(client, ())]))  # its claimed partner too
                 self.members_reassigned += 1
                 self._retire(client, detail)
                 return
             del in_flight[client]
             reports[member.index] = self._report(member, client.address, response)
             on_report(reports[member.index])
+        queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed partner goes back
+
+    @staticmethod
+    def _claim(client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]]) -> Member | None:
+        """The next member for `client`: the mirrored partner it claimed with its last member, else the head of
+        the queue (claiming the partner right behind it), else an unstarted partner claimed by a busy server.
+
+        Keeping both halves of a pair on one server lets a `--pair-cache` server evaluate the second half
+        without drawing the noise again; taking claimed partners when the queue is empty keeps the tail busy.
+        """
+        mine = pending.get(client)
+        if mine:
+            return mine.popleft()
+        if queue:
+            member = queue.popleft()
+            if queue and queue[0].seed == member.seed and queue[0].sign == -member.sign:
+                pending[client] = deque([queue.popleft()])
+            return member
+        for claimed in pending.values():
+            if claimed:
+                return claimed.popleft()
+        return None
 
     @staticmethod
     def _report(member: Member, server: str, response: pb.EvaluateResponse) -> MemberReport:
@@ -151,6 +176,7 @@ class FleetScheduler:
         queue: deque[Member] = deque(work.members)
         reports: dict[int, MemberReport] = {}
         in_flight: dict[ServerClient, Member] = {}
+        pending: dict[ServerClient, deque[Member]] = {}  # partners claimed by a server, not started yet
         started = time.monotonic()
         tasks: set[asyncio.Task] = set()
         try:
@@ -163,7 +189,7 @@ class FleetScheduler:
                                                   f"evaluate; last error: {self.last_error}")
                     for client in idle:
                         tasks.add(asyncio.create_task(
-                            self._serve_queue(client, work, queue, reports, in_flight, on_report),
+                            self._serve_queue(client, work, queue, reports, in_flight, on_report, pending),
                             name=client.address))
                 timeout = None
                 if self.deadlines.quorum is not None and self.deadlines.iteration_seconds is not None:

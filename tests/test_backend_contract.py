@@ -57,6 +57,31 @@ def test_perturbation_is_cast_of_master_plus_sigma_noise(make_backend):
     backend.restore()
 
 
+def test_pair_cache_gives_the_partner_bit_for_bit_and_never_outlives_an_update(tiny_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    cached = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, pair_cache=True)
+    plain = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    for sign in (1, -1):  # the first half of a pair, then its partner (served from the cache)
+        for backend in (cached, plain):
+            backend.perturb(seed=11, sigma=0.05, sign=sign)
+        assert all(torch.equal(a, b) for a, b in zip(_inference_weights(cached).values(),
+                                                     _inference_weights(plain).values()))
+        cached.restore()
+        plain.restore()
+    assert cached.pair_cache_hits == 1
+    cached.perturb(seed=12, sigma=0.05, sign=1)
+    cached.restore()
+    cached.apply_update([(3, 0.01)])  # the cached partner was computed from the old master
+    cached.perturb(seed=12, sigma=0.05, sign=-1)
+    cached.restore()
+    cached.perturb(seed=12, sigma=0.04, sign=1)  # another sigma is another perturbation
+    cached.restore()
+    cached.perturb(seed=12, sigma=0.04, sign=1)  # the same sign again is not the partner
+    cached.restore()
+    assert cached.pair_cache_hits == 1
+
+
 def test_perturb_twice_without_restore_is_refused(make_backend):
     backend = make_backend()
     backend.perturb(1, 0.01)

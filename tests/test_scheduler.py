@@ -16,8 +16,8 @@ BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_r
                        problems=[pb.Problem(prompt="p", reference="r")])
 
 
-def _work(population: int) -> IterationWork:
-    members = OpenES(population, 0.1, 0.1, mirrored=False).ask(ESState(0))
+def _work(population: int, mirrored: bool = False) -> IterationWork:
+    members = OpenES(population, 0.1, 0.1, mirrored=mirrored).ask(ESState(0))
     return IterationWork(iteration=0, step=0, batch=BATCH, members=members, sigma=0.1,
                          sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1))
 
@@ -87,3 +87,30 @@ def test_member_deadline_reassigns_a_stalled_servers_member():
     reports, scheduler, fast = asyncio.run(main())
     assert sorted(reports) == list(range(6)) and all(r.server == fast for r in reports.values())
     assert scheduler.members_reassigned == 1 and scheduler.members_dropped == 1
+
+
+def test_mirrored_pairs_stay_on_one_server_and_the_tail_is_shared():
+    async def main():
+        async with _fleet([0.01, 0.01, 0.01]) as (_, clients):
+            return await FleetScheduler(list(clients)).run_iteration(_work(12, mirrored=True))
+    reports = asyncio.run(main())
+    assert sorted(reports) == list(range(12))
+    same = sum(reports[2 * k].server == reports[2 * k + 1].server for k in range(6))
+    assert same >= 5, {i: r.server for i, r in reports.items()}  # only a claimed partner at the tail may move
+    assert len({r.server for r in reports.values()}) == 3
+
+
+def test_a_lost_server_gives_back_its_claimed_partner():
+    async def main():
+        async with _fleet([0.01, 0.3]) as (servers, clients):
+            scheduler = FleetScheduler(list(clients))
+
+            async def kill_slow_server():
+                await asyncio.sleep(0.1)  # busy with the first half of a pair, the partner claimed
+                await servers[1].stop(0)
+
+            reports, _ = await asyncio.gather(scheduler.run_iteration(_work(8, mirrored=True)), kill_slow_server())
+            return reports, clients[0].address
+    reports, survivor = asyncio.run(main())
+    assert sorted(reports) == list(range(8))
+    assert all(r.server == survivor and r.error is None for r in reports.values())

@@ -3,7 +3,9 @@
 Memory layout: the float32 master copy (the truth, updated by ES steps) plus the inference weights
 in the chosen dtype (bf16 by default where native), which always equal cast(master) between calls.
 A perturbation writes cast(master + sign·σ·ε) into the inference weights; restore copies master
-back, which is exact because the cast is deterministic. Noise is never subtracted.
+back, which is exact because the cast is deterministic. Noise is never subtracted from weights.
+With `pair_cache`, one more inference-dtype copy holds cast(master − sign·σ·ε), computed from the
+same noise draw, for the mirrored partner that usually follows on the same server.
 
     backend = HFBackend("smollm2-135m-instruct")          # the bundled model, CPU
     backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
@@ -29,7 +31,7 @@ class HFBackend:
     name = "hf"
 
     def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
-                 max_batch: int = 256) -> None:
+                 max_batch: int = 256, pair_cache: bool = False) -> None:
         if threads:
             torch.set_num_threads(threads)
         self.model_spec = model
@@ -50,6 +52,14 @@ class HFBackend:
         self.model = cpu_model.to(self.device, self.dtype)
         self.params = dict(self.model.named_parameters())
         self.perturbed = False
+        # Mirrored pairs: perturbing with +σε also writes cast(master − σε) here, so the partner member
+        # costs a copy instead of a second noise draw (one more inference-dtype copy of the weights).
+        self.pair_cache = pair_cache
+        self._mirror: dict[str, torch.Tensor] = (
+            {name: torch.empty_like(param, memory_format=torch.preserve_format) for name, param in self.params.items()}
+            if pair_cache else {})
+        self._mirror_key: tuple[int, float, int] | None = None  # (seed, σ, sign) the cache holds
+        self.pair_cache_hits = 0
         self._sync_inference_weights()
 
     # ----- weights -------------------------------------------------------------------------
@@ -62,17 +72,30 @@ class HFBackend:
         """Write cast(master + sign·σ·ε(seed)) into the inference weights."""
         if self.perturbed:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
+        key = (int(seed), float(sigma), int(sign))
+        self.perturbed = True
+        if self._mirror_key == key:  # the partner of the previous member: computed with its noise
+            with torch.no_grad():
+                for name, param in self.params.items():
+                    param.copy_(self._mirror[name])
+            self._mirror_key = None
+            self.pair_cache_hits += 1
+            return
         scale = float(sign) * float(sigma)
+        mirror = self._mirror
 
         def perturb_one(name: str) -> None:
             master = self.master[name]
-            noisy = tensor_noise(seed, name, master.shape, master.device)
-            noisy.mul_(scale).add_(master)
+            step = tensor_noise(seed, name, master.shape, master.device).mul_(scale)  # sign·σ·ε, exact negation
             with torch.no_grad():
-                self.params[name].copy_(noisy)
+                self.params[name].copy_(torch.add(master, step))
+                if mirror:
+                    mirror[name].copy_(torch.sub(master, step))  # == cast(master + (−sign)·σ·ε) bit for bit
 
-        self.perturbed = True
+        self._mirror_key = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)
+        if mirror:
+            self._mirror_key = (key[0], key[1], -key[2])
 
     def restore(self) -> None:
         """Copy master back into the inference weights (bit-exact)."""
@@ -83,6 +106,7 @@ class HFBackend:
         """master += Σ coeff·ε(seed) in float32, then re-cast the inference weights."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
+        self._mirror_key = None  # cached partners were computed from the old master
         apply_update_terms(self.master, terms, self.threads)
         self._sync_inference_weights()
 
