@@ -6,7 +6,7 @@ nothing one side allocated counts against another:
 - plain inference: load the model in the inference dtype, generate the batch (what a serving
   process needs);
 - ES server: `seedcast serve` (the real gRPC server) evaluating mirrored members on the batch and
-  applying one update, driven over loopback;
+  applying one update, driven over loopback; once plain and once with `--pair-cache`;
 - GRPO: the peak recorded by `seedcast grpo` (`summary.json`) for the same model and batch, or one
   GRPO step run here with `--grpo-steps 1`.
 
@@ -68,7 +68,7 @@ def plain_inference_peak(model: str, prompts: int, tokens: int) -> int:
     return int(line.split()[1]) * 1024
 
 
-async def es_server_peak(model: str, prompts: int, tokens: int, members: int) -> int:
+async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pair_cache: bool = False) -> int:
     """Peak RSS of a real `seedcast serve` process after mirrored members and one update."""
     import grpc
 
@@ -78,8 +78,9 @@ async def es_server_peak(model: str, prompts: int, tokens: int, members: int) ->
 
     with tempfile.TemporaryDirectory() as scratch:
         ready = Path(scratch) / "ready.json"
-        server = subprocess.Popen([sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", model,
-                                   "--port", "0", "--ready-file", str(ready)], stdout=subprocess.DEVNULL,
+        command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", model, "--port", "0",
+                   "--ready-file", str(ready), *(["--pair-cache"] if pair_cache else [])]
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 600
@@ -136,16 +137,17 @@ def main() -> None:
     args = parser.parse_args()
     inference = plain_inference_peak(args.model, args.prompts, args.max_new_tokens)
     es = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members))
+    cached = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members, pair_cache=True))
     rows = [("plain inference", inference, "fresh process: load + generate the batch"),
-            ("ES server", es, f"seedcast serve: {args.members} mirrored members + 1 update")]
+            ("ES server", es, f"seedcast serve: {args.members} mirrored members + 1 update"),
+            ("ES server --pair-cache", cached, "the same, one more inference-dtype copy of the weights")]
     if args.grpo_run or args.grpo_steps:
         grpo, source = grpo_peak(args.grpo_run, args.grpo_steps, args.model, args.prompts, args.max_new_tokens)
         rows.append(("TRL GRPO training", grpo, source))
+        print(f"ES server ÷ GRPO training: {es / grpo:.2f} (with --pair-cache: {cached / grpo:.2f})\n")
     print("| process | peak RSS (GiB) | ÷ plain inference | note |\n|---|---|---|---|")
     for name, peak, note in rows:
         print(f"| {name} | {peak / GIB:.2f} | {peak / inference:.2f} | {note} |")
-    if len(rows) == 3:
-        print(f"\nES server ÷ GRPO training: {es / rows[2][1]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps([{"process": n, "peak_rss_bytes": p, "note": t} for n, p, t in rows],
                                               indent=2) + "\n")

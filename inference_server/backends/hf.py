@@ -86,11 +86,11 @@ class HFBackend:
 
         def perturb_one(name: str) -> None:
             master = self.master[name]
-            step = tensor_noise(seed, name, master.shape, master.device).mul_(scale)  # sign·σ·ε, exact negation
+            step = tensor_noise(seed, name, master.shape, master.device).mul_(scale)  # sign·σ·ε
             with torch.no_grad():
-                self.params[name].copy_(torch.add(master, step))
-                if mirror:
-                    mirror[name].copy_(torch.sub(master, step))  # == cast(master + (−sign)·σ·ε) bit for bit
+                if mirror:  # master − step == master + (−sign)·σ·ε bit for bit: negation is exact
+                    mirror[name].copy_(torch.sub(master, step))
+                self.params[name].copy_(step.add_(master))  # in place: no second allocation per tensor
 
         self._mirror_key = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)
