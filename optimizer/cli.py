@@ -159,7 +159,7 @@ def _compare(args: argparse.Namespace) -> int:
     def make_config(model: str):
         return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
 
-    make_config(BUNDLED_MODEL)  # report option errors (e.g. a missing data file) before any model loads
+    make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
     evaluate_entries(entries, out, make_config, options)
     for entry in entries:
         if entry.kind in ("es", "grpo"):
