@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import grpc
+import numpy
 from prometheus_client import CollectorRegistry
 
 from seedcast.evaluators.base import Evaluator
@@ -115,11 +117,17 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             self.metrics.members_failed.inc()
             return pb.EvaluateResponse(failure=pb.MemberFailure(
                 iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"))
-        return pb.EvaluateResponse(result=pb.MemberResult(
-            iteration=task.iteration, member=task.member, rewards=outcome.rewards,
-            completion_tokens=outcome.completion_tokens,
+        scored = [float(numpy.float32(r)) for r in outcome.rewards if not math.isnan(r)]
+        result = pb.MemberResult(
+            iteration=task.iteration, member=task.member,
+            reward_mean=sum(scored) / len(scored) if scored else math.nan, prompts_scored=len(scored),
+            total_completion_tokens=sum(outcome.completion_tokens),
             timings=pb.Timings(perturb_seconds=outcome.perturb_seconds, generate_seconds=outcome.generate_seconds,
-                               score_seconds=outcome.score_seconds, restore_seconds=outcome.restore_seconds)))
+                               score_seconds=outcome.score_seconds, restore_seconds=outcome.restore_seconds))
+        if not task.summary_only:
+            result.rewards.extend(outcome.rewards)
+            result.completion_tokens.extend(outcome.completion_tokens)
+        return pb.EvaluateResponse(result=result)
 
     def _record(self, outcome) -> None:
         metrics = self.metrics

@@ -62,6 +62,7 @@ class IterationWork:
     members: list[Member]
     sigma: float
     sampling: pb.SamplingParams
+    summary_only: bool = True  # results carry the member's mean reward, not one reward per prompt
 
 
 @dataclass
@@ -89,7 +90,7 @@ class FleetScheduler:
         sampling.seed = member.sampling_seed
         return pb.EvaluateRequest(task=pb.MemberTask(
             iteration=work.iteration, member=member.index, seed=member.seed, sign=member.sign,
-            sigma=work.sigma, sampling=sampling, expected_step=work.step))
+            sigma=work.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only))
 
     def _retire(self, client: ServerClient, reason: str) -> None:
         """Take a failed or stalled server out of the active set (the trainer may readmit it)."""
@@ -161,8 +162,11 @@ class FleetScheduler:
         result = response.result
         timings = {name: getattr(result.timings, name) for name in
                    ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds")}
-        return MemberReport(member=member, server=server, rewards=list(result.rewards),
-                            completion_tokens=sum(result.completion_tokens), timings=timings)
+        # A summary-only result's mean is exactly the mean of its per-prompt rewards (the server rounds each to
+        # float32 first), so the fitness is the same either way.
+        rewards = list(result.rewards) if len(result.rewards) else [result.reward_mean]
+        return MemberReport(member=member, server=server, rewards=rewards,
+                            completion_tokens=result.total_completion_tokens, timings=timings)
 
     def _quorum_met(self, reports: dict[int, MemberReport], population: int, started: float) -> bool:
         quorum, limit = self.deadlines.quorum, self.deadlines.iteration_seconds

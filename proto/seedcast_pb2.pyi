@@ -41,7 +41,7 @@ class PromptBatch(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
-    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step")
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class MemberTask(_message.Message):
     SIGMA_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_STEP_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_ONLY_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     seed: int
@@ -56,7 +57,8 @@ class MemberTask(_message.Message):
     sigma: float
     sampling: SamplingParams
     expected_step: int
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ...) -> None: ...
+    summary_only: bool
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("batch", "task")
@@ -79,18 +81,24 @@ class Timings(_message.Message):
     def __init__(self, perturb_seconds: _Optional[float] = ..., generate_seconds: _Optional[float] = ..., score_seconds: _Optional[float] = ..., restore_seconds: _Optional[float] = ...) -> None: ...
 
 class MemberResult(_message.Message):
-    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings")
+    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings", "reward_mean", "prompts_scored", "total_completion_tokens")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MEAN_FIELD_NUMBER: _ClassVar[int]
+    PROMPTS_SCORED_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     rewards: _containers.RepeatedScalarFieldContainer[float]
     completion_tokens: _containers.RepeatedScalarFieldContainer[int]
     timings: Timings
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
+    reward_mean: float
+    prompts_scored: int
+    total_completion_tokens: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., reward_mean: _Optional[float] = ..., prompts_scored: _Optional[int] = ..., total_completion_tokens: _Optional[int] = ...) -> None: ...
 
 class MemberFailure(_message.Message):
     __slots__ = ("iteration", "member", "error")

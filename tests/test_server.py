@@ -91,6 +91,25 @@ def test_same_task_gives_same_rewards(backend):
     assert first == second
 
 
+def test_summary_only_results_carry_the_same_mean_and_no_per_prompt_values(backend):
+    async def scenario(stub, channel, running):
+        call = stub.Evaluate()
+        await call.write(pb.EvaluateRequest(batch=BATCH))
+        results = []
+        for summary_only in (False, True):
+            await call.write(_task(summary_only=summary_only, sampling=pb.SamplingParams(
+                temperature=1.0, top_p=1.0, max_new_tokens=6, samples_per_prompt=2, seed=3)))
+            results.append((await call.read()).result)
+        return results
+    full, summary = with_server(backend, scenario)
+    assert len(full.rewards) == 2 and not summary.rewards and not summary.completion_tokens
+    scored = [r for r in full.rewards if not math.isnan(r)]
+    assert full.reward_mean == summary.reward_mean == sum(scored) / len(scored)  # bit for bit
+    assert full.prompts_scored == summary.prompts_scored == len(scored)
+    assert full.total_completion_tokens == summary.total_completion_tokens == sum(full.completion_tokens) > 0
+    assert summary.ByteSize() < full.ByteSize()
+
+
 def _expect_status(backend, requests, code, fragment):
     async def scenario(stub, channel, running):
         call = stub.Evaluate()
