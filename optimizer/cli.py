@@ -122,17 +122,14 @@ def _grpo(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.evaluate import EvalOptions, eval_config, run_eval
+    from seedcast.optimizer.evaluate import eval_config, run_eval
     from seedcast.optimizer.run_kinds import model_folder
 
     if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
         args.model = str(Path(model_folder(args.model, export_to=Path(args.out) / "model")).resolve())
     config = eval_config(args.model, args.task, args.data, args.evaluator, args.limit, args.seed, args.servers,
                          args.local, args.overrides)
-    ks = sorted({int(k) for k in args.k.split(",")})
-    options = EvalOptions(n=args.n, ks=ks, temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
-                          entropy=not args.no_entropy, seed=args.seed)
-    results = asyncio.run(run_eval(config, options, Path(args.out)))
+    results = asyncio.run(run_eval(config, _eval_options(args), Path(args.out)))
     curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
     entropy = results["mean_token_entropy"]
     print(f"{results['problems']} problems x {args.n} samples: {curve}; mean token entropy "
@@ -146,15 +143,14 @@ def _compare(args: argparse.Namespace) -> int:
     from seedcast.inference_server.model_source import BUNDLED_MODEL
     from seedcast.optimizer.compare import evaluate_entries, measure_geometry, parse_entry, training_info
     from seedcast.optimizer.compare_report import write_report
-    from seedcast.optimizer.evaluate import EvalOptions, eval_config
+    from seedcast.optimizer.evaluate import eval_config
 
     entries = [parse_entry(text) for text in args.entries]
     labels = [e.label for e in entries]
     if len(set(labels)) != len(labels):
         raise SystemExit(f"error: labels must differ, got {labels}; name entries as LABEL=PATH")
     out = Path(args.out)
-    options = EvalOptions(n=args.n, ks=sorted({int(k) for k in args.k.split(",")}), temperature=args.temperature,
-                          top_p=args.top_p, max_tokens=args.max_tokens, entropy=not args.no_entropy, seed=args.seed)
+    options = _eval_options(args)
 
     def make_config(model: str):
         return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
@@ -165,7 +161,7 @@ def _compare(args: argparse.Namespace) -> int:
         if entry.kind in ("es", "grpo"):
             entry.training = training_info(entry)
     if not args.no_geometry:
-        measure_geometry(entries, args.delta_threshold)
+        measure_geometry(entries, args.delta_threshold, out)
     write_report(entries, out, shlex.join(["seedcast", *args.argv]))
     print((out / "report.md").read_text())
     print(f"wrote {out}/report.md, compare.json and plots")
@@ -187,6 +183,29 @@ def _plot(args: argparse.Namespace) -> int:
 
     print(plot_reward_curve(args.run_dir, args.out))
     return 0
+
+
+def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    """The task and sampling options `eval` and `compare` share (see `_eval_options`)."""
+    parser.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
+    parser.add_argument("--data", default=None, help="dataset file (task.path)")
+    parser.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N problems")
+    parser.add_argument("--n", type=int, default=16, help="samples per problem (default: 16)")
+    parser.add_argument("--k", default="1,2,4,8,16", help="k values, each <= n (default: 1,2,4,8,16)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
+    parser.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
+
+
+def _eval_options(args: argparse.Namespace):
+    """EvalOptions from the options `_add_sampling_options` defines."""
+    from seedcast.optimizer.evaluate import EvalOptions
+
+    return EvalOptions(n=args.n, ks=sorted({int(k) for k in args.k.split(",")}), temperature=args.temperature,
+                       top_p=args.top_p, max_tokens=args.max_tokens, entropy=not args.no_entropy, seed=args.seed)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -272,19 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*)")
     evaluate.add_argument("--model", default="smollm2-135m-instruct",
                           help="bundled alias, HF folder, .gguf file, hub id, or an ES/GRPO run directory")
-    evaluate.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
-    evaluate.add_argument("--data", default=None, help="dataset file (task.path)")
-    evaluate.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
-    evaluate.add_argument("--limit", type=int, default=None, help="use only the first N problems")
-    evaluate.add_argument("--n", type=int, default=16, help="samples per problem (default: 16)")
-    evaluate.add_argument("--k", default="1,2,4,8,16", help="k values, each <= n (default: 1,2,4,8,16)")
-    evaluate.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
-    evaluate.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
-    evaluate.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
+    _add_sampling_options(evaluate)
     evaluate.add_argument("--servers", default=None, help="running servers host:port,... (no local server then)")
     evaluate.add_argument("--local", type=int, default=None, help="start N local servers (default: 1)")
-    evaluate.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
-    evaluate.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
     evaluate.add_argument("--out", required=True, help="output folder for results.json, samples.jsonl, pass_at_k.png")
     evaluate.set_defaults(handler=_eval)
 
@@ -297,18 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("entries", nargs="+", metavar="[LABEL=]PATH", help="models to compare; the first is the "
                                                                            "reference (usually the base)")
     compare.add_argument("--out", required=True, help="output folder")
-    compare.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
-    compare.add_argument("--data", default=None, help="dataset file (task.path)")
-    compare.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
-    compare.add_argument("--limit", type=int, default=None, help="use only the first N problems")
-    compare.add_argument("--n", type=int, default=16, help="samples per problem (default: 16)")
-    compare.add_argument("--k", default="1,2,4,8,16", help="k values, each <= n (default: 1,2,4,8,16)")
-    compare.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
-    compare.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
-    compare.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
+    _add_sampling_options(compare)
     compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
-    compare.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
-    compare.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
     compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
     compare.add_argument("--delta-threshold", type=float, default=1e-5,
                          help="|Δθ| above this counts as a changed coordinate (default: 1e-5)")

@@ -21,13 +21,13 @@ import asyncio
 import json
 import logging
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from seedcast.optimizer.pass_at_k import pass_at_k
-from seedcast.optimizer.run_kinds import run_kind
+from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.optimizer.run_dir import RunDirectory
+from seedcast.optimizer.run_kinds import model_folder, run_kind
 
 log = logging.getLogger("seedcast.compare")
 
@@ -71,24 +71,20 @@ def load_eval(entry: Entry, folder: Path) -> None:
                                      for row in rows]
 
 
-def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, resamples: int = 2000,
-                      seed: int = 0) -> dict:
+def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, seed: int = 0) -> dict:
     """pass@k(b) − pass@k(a) over the same problems, with a paired percentile-bootstrap 95% interval."""
     if len(a) != len(b):
         raise ValueError(f"the evaluations cover different problem counts ({len(a)} vs {len(b)})")
-    diffs = np.array([pass_at_k(len(y), sum(y), k) - pass_at_k(len(x), sum(x), k) for x, y in zip(a, b, strict=True)])
-    rng = np.random.default_rng(seed)
-    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return {"mean": float(diffs.mean()), "ci95": [float(low), float(high)],
-            "significant": bool(low > 0 or high < 0)}
+    diffs = [pass_at_k(len(y), sum(y), k) - pass_at_k(len(x), sum(x), k) for x, y in zip(a, b, strict=True)]
+    low, high = bootstrap_interval(diffs, seed=seed)
+    return {"mean": statistics.fmean(diffs), "ci95": [low, high], "significant": low > 0 or high < 0}
 
 
 def training_info(entry: Entry) -> dict:
     """Reward curve, tokens, wall time and memory of an ES or GRPO run."""
-    run = Path(entry.path)
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    summary_path = run / "summary.json"
+    run = RunDirectory(entry.path)
+    rows = run.metrics()
+    summary_path = run.path / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     tokens, curve, evals = 0, [], []
     for row in rows:
@@ -107,17 +103,13 @@ def training_info(entry: Entry) -> dict:
 
 def base_model_of(entry: Entry) -> str:
     """The weights a run started from (its config's model.name)."""
-    import yaml
-
-    return yaml.safe_load((Path(entry.path) / "config.yaml").read_text())["model"]["name"]
+    return RunDirectory(entry.path).load_config().model.name
 
 
 def model_spec_of(entry: Entry, out: Path) -> str:
-    """What servers load for this entry (an ES run is exported to OUT/models/LABEL first)."""
+    """What servers load for this entry (an ES run is exported to OUT/models/LABEL once, then reused)."""
     if entry.kind == "spec":
         return entry.path
-    from seedcast.optimizer.run_kinds import model_folder
-
     return str(Path(model_folder(entry.path, export_to=out / "models" / entry.label)).resolve())
 
 
@@ -141,8 +133,9 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> N
         load_eval(entry, folder)
 
 
-def measure_geometry(entries: list[Entry], threshold: float) -> None:
-    """Parameter geometry of every run versus the model it started from (base weights loaded once each)."""
+def measure_geometry(entries: list[Entry], threshold: float, out: Path) -> None:
+    """Parameter geometry of every run versus the model it started from (base weights loaded once each; an
+    ES run's weights come from the folder its evaluation exported, instead of a second replay)."""
     from seedcast.optimizer.geometry import load_weights, parameter_geometry
 
     bases: dict[str, dict] = {}
@@ -152,5 +145,6 @@ def measure_geometry(entries: list[Entry], threshold: float) -> None:
         base = base_model_of(entry)
         if base not in bases:
             bases[base] = load_weights(base)
-        entry.geometry = {"base": base, **parameter_geometry(bases[base], load_weights(entry.path), threshold)}
+        tuned = load_weights(model_spec_of(entry, out))
+        entry.geometry = {"base": base, **parameter_geometry(bases[base], tuned, threshold)}
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from seedcast.optimizer.compare import Entry, paired_difference
+from seedcast.optimizer.evaluate import plot_pass_at_k
 
 
 def _plt():
@@ -16,31 +17,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def plot_pass_at_k_curves(entries: list[Entry], path: Path) -> None:
-    """pass@k of every entry on one log-k axis, with 95% bootstrap bands."""
-    plt = _plt()
-    figure, axis = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for entry in entries:
-        rows = entry.results["pass_at_k"]
-        ks = sorted(int(k) for k in rows)
-        axis.plot(ks, [rows[str(k)]["mean"] for k in ks], marker="o", label=entry.label)
-        axis.fill_between(ks, [rows[str(k)]["ci95"][0] for k in ks], [rows[str(k)]["ci95"][1] for k in ks],
-                          alpha=0.15)
-    axis.set_xscale("log", base=2)
-    all_ks = sorted({int(k) for e in entries for k in e.results["pass_at_k"]})
-    axis.set_xticks(all_ks, [str(k) for k in all_ks])
-    axis.set_xlabel("k")
-    axis.set_ylabel("pass@k")
-    axis.set_ylim(0, 1)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    first = entries[0].results
-    axis.set_title(f"pass@k on {first['problems']} problems, n={first['samples_per_problem']} (bands: 95% bootstrap)")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
 
 
 def plot_reward_curves(entries: list[Entry], path: Path) -> None:
@@ -169,7 +145,7 @@ def write_report(entries: list[Entry], out: Path, command: str) -> dict:
             differences[entry.label] = {str(k): paired_difference(reference.per_problem_correct,
                                                                   entry.per_problem_correct, k)
                                         for k in sorted(int(k) for k in entry.results["pass_at_k"]) if k <= n}
-    plot_pass_at_k_curves(entries, out / "pass_at_k.png")
+    plot_pass_at_k([(e.label, e.results) for e in entries], out / "pass_at_k.png")
     if any(e.training for e in entries):
         plot_reward_curves(entries, out / "reward_curves.png")
     if any(e.geometry for e in entries):

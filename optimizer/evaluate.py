@@ -122,28 +122,32 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
     }
 
 
-def plot_pass_at_k(results: dict, path: Path, label: str) -> None:
-    """pass@k against k (log2 axis) with the bootstrap intervals."""
+def plot_pass_at_k(curves: list[tuple[str, dict]], path: Path) -> None:
+    """pass@k against k (log2 axis) for each (label, results), with 95% bootstrap bands."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ks = sorted(int(k) for k in results["pass_at_k"])
-    means = [results["pass_at_k"][str(k)]["mean"] for k in ks]
-    lows = [results["pass_at_k"][str(k)]["ci95"][0] for k in ks]
-    highs = [results["pass_at_k"][str(k)]["ci95"][1] for k in ks]
-    figure, axis = plt.subplots(figsize=(6, 4), dpi=120)
-    axis.plot(ks, means, marker="o", label=label)
-    axis.fill_between(ks, lows, highs, alpha=0.2, label="95% bootstrap interval")
+    figure, axis = plt.subplots(figsize=(7, 4.5), dpi=120)
+    all_ks: set[int] = set()
+    for label, results in curves:
+        rows = results["pass_at_k"]
+        ks = sorted(int(k) for k in rows)
+        all_ks.update(ks)
+        axis.plot(ks, [rows[str(k)]["mean"] for k in ks], marker="o", label=label)
+        axis.fill_between(ks, [rows[str(k)]["ci95"][0] for k in ks], [rows[str(k)]["ci95"][1] for k in ks],
+                          alpha=0.15)
     axis.set_xscale("log", base=2)
-    axis.set_xticks(ks, [str(k) for k in ks])
+    axis.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
     axis.set_xlabel("k")
     axis.set_ylabel("pass@k")
     axis.set_ylim(0, 1)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
-    axis.set_title(f"pass@k, n={results['samples_per_problem']}, {results['problems']} problems")
+    first = curves[0][1]
+    axis.set_title(f"pass@k on {first['problems']} problems, n={first['samples_per_problem']} "
+                   "(bands: 95% bootstrap)")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -202,5 +206,5 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
                                      "reference": problem.reference,
                                      "completions": list(reply_problem.completions),
                                      "rewards": list(reply_problem.rewards)}) + "\n")
-    plot_pass_at_k(results, out_dir / "pass_at_k.png", config.model.name)
+    plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")
     return results

@@ -29,6 +29,7 @@ import torch
 from seedcast.evaluators.base import Problem, ScoredSample
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import load_evaluator
+from seedcast.inference_server.backends.hf import chat_text
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
@@ -61,16 +62,6 @@ def micro_batch_size(config: TrainConfig) -> int:
         raise ConfigError(f"grpo.micro_batch_size: {chosen} does not divide batch_size x grpo.group_size = "
                           f"{completions}; set a divisor of {completions}")
     return chosen
-
-
-def chat_prompt(tokenizer: Any, user_message: str, system_prompt: str = "") -> str:
-    """The exact text the inference servers generate from: the model's chat template with the generation
-    prompt (see HFBackend.chat_texts), or the message itself when the model has no template."""
-    if not tokenizer.chat_template:
-        return user_message
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.append({"role": "user", "content": user_message})
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 @dataclass
@@ -151,7 +142,7 @@ def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
 
     instruction = config.task.instruction_text()
     return Dataset.from_dict({
-        "prompt": [chat_prompt(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
+        "prompt": [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
         "reference": [p.reference for p in problems],
     })
 
@@ -166,7 +157,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     reward = EvaluatorReward(config.task.evaluator_spec())
     instruction = config.task.instruction_text()
     held_out = eval_problems(config, problems)
-    eval_texts = [chat_prompt(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in held_out]
+    eval_texts = [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in held_out]
     eval_refs = [p.reference for p in held_out]
     micro = micro_batch_size(config)
     steps = config.grpo_steps()

@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from seedcast.evaluators.base import ScoredSample
+from seedcast.evaluators.datasets import load_problems
 from seedcast.inference_server.backends.hf import HFBackend
 from seedcast.optimizer.cli import main
 from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.geometry import load_weights
-from seedcast.optimizer.grpo import EvaluatorReward, chat_prompt, micro_batch_size
+from seedcast.optimizer.grpo import EvaluatorReward, _dataset, micro_batch_size
 from seedcast.optimizer.run_kinds import run_kind
 
 TINY_TASK = ["grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
@@ -44,10 +46,13 @@ def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tin
 
 
 def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir):
+    config = load_config(overrides=[f"model.name={tiny_model_dir}", "task.synthetic_size=5",
+                                    "task.system_prompt=be brief"])
     backend = HFBackend(tiny_model_dir, dtype="float32")
-    for system in ("", "be brief"):
-        assert chat_prompt(backend.tokenizer, "What is 2 + 3?", system) == \
-            backend.chat_texts(["What is 2 + 3?"], system)[0]
+    problems = load_problems(config.task.dataset_spec(config.seed))
+    dataset = _dataset(problems, backend.tokenizer, config)
+    served = backend.chat_texts([prompt_text(p, config.task.instruction_text()) for p in problems], "be brief")
+    assert dataset["prompt"] == served and dataset["reference"] == [p.reference for p in problems]
 
 
 def test_evaluator_reward_passes_references_and_keeps_unscorable_samples_none():

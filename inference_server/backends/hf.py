@@ -21,6 +21,16 @@ from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise import apply_update_terms, for_each_tensor, tensor_noise, weights_fingerprint
 
 
+def chat_text(tokenizer, user_message: str, system_prompt: str = "") -> str:
+    """The text a model generates from: its chat template with the generation prompt, or the message
+    itself when it has no template. GRPO training builds its prompts with this too."""
+    if not tokenizer.chat_template:
+        return user_message
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": user_message})
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
 class PerturbationStateError(RuntimeError):
     """perturb/restore called out of order."""
 
@@ -56,7 +66,7 @@ class HFBackend:
         # costs a copy instead of a second noise draw (one more inference-dtype copy of the weights).
         self.pair_cache = pair_cache
         self._mirror: dict[str, torch.Tensor] = (
-            {name: torch.empty_like(param, memory_format=torch.preserve_format) for name, param in self.params.items()}
+            {name: torch.empty_like(param) for name, param in self.params.items()}
             if pair_cache else {})
         self._mirror_key: tuple[int, float, int] | None = None  # (seed, σ, sign) the cache holds
         self.pair_cache_hits = 0
@@ -125,14 +135,7 @@ class HFBackend:
     # ----- generation ----------------------------------------------------------------------
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
         """Wrap each user prompt in the model's chat template (plain text when it has none)."""
-        if not self.tokenizer.chat_template:
-            return list(prompts)
-        texts = []
-        for prompt in prompts:
-            messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-            messages.append({"role": "user", "content": prompt})
-            texts.append(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
-        return texts
+        return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
 
     def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
                  with_entropy: bool = False) -> list[list[Completion]]:
