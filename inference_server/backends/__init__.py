@@ -10,6 +10,7 @@ from seedcast.inference_server.backends.base import Backend
 # Qualified names, imported on demand: a backend's heavy dependencies load only when it is used.
 BACKENDS: dict[str, str] = {
     "hf": "seedcast.inference_server.backends.hf:HFBackend",
+    "vllm": "seedcast.inference_server.backends.vllm_engine:VLLMBackend",
 }
 
 

