@@ -23,15 +23,15 @@ import time
 import grpc
 
 from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION, synthetic_problems
-from seedcast.inference_server.backends.base import Sampling
-from seedcast.inference_server.backends.hf import HFBackend
+from seedcast.inference_server.backends import create_backend
+from seedcast.inference_server.backends.base import Backend, Sampling
 from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.inference_server.server import start_server
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 
 
-async def measure(backend: HFBackend, prompts: list[pb.Problem], sampling: pb.SamplingParams, repeats: int) -> list:
+async def measure(backend: Backend, prompts: list[pb.Problem], sampling: pb.SamplingParams, repeats: int) -> list:
     running = await start_server(backend, "127.0.0.1", 0)
     plain = Sampling(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
                      samples_per_prompt=sampling.samples_per_prompt, seed=sampling.seed)
@@ -43,7 +43,7 @@ async def measure(backend: HFBackend, prompts: list[pb.Problem], sampling: pb.Sa
                                                                        evaluator="synthetic")))
             texts = [p.prompt for p in prompts]
             for repeat in range(repeats + 1):  # the first round warms up and is not counted
-                generate_only, member, timings = 0.0, 0.0, []
+                generate_only, member, timings, tokens = 0.0, 0.0, [], 0
                 for sign in (1, -1):
                     started = time.perf_counter()
                     await asyncio.to_thread(backend.generate, texts, plain)
@@ -55,8 +55,9 @@ async def measure(backend: HFBackend, prompts: list[pb.Problem], sampling: pb.Sa
                     answer = await stream.read()
                     member += time.perf_counter() - started
                     timings.append(answer.result.timings)
+                    tokens += sum(answer.result.completion_tokens)
                 if repeat:
-                    rows.append({"generate_only_s": generate_only / 2, "member_s": member / 2,
+                    rows.append({"generate_only_s": generate_only / 2, "member_s": member / 2, "tokens": tokens / 2,
                                  "ratio": member / generate_only,
                                  **{f"{phase}_s": sum(getattr(t, f"{phase}_seconds") for t in timings) / 2
                                     for phase in ("perturb", "generate", "score", "restore")}})
@@ -68,6 +69,7 @@ async def measure(backend: HFBackend, prompts: list[pb.Problem], sampling: pb.Sa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="inference backend (default: hf)")
     parser.add_argument("--model", default=BUNDLED_MODEL, help="model spec (default: the bundled SmolLM2-135M)")
     parser.add_argument("--prompts", type=int, default=32, help="prompts per member (default: 32)")
     parser.add_argument("--max-new-tokens", type=int, default=16, help="tokens per completion (default: 16)")
@@ -78,7 +80,8 @@ def main() -> None:
                         help="one noise draw per mirrored pair (serve --pair-cache)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    backend = HFBackend(args.model, dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache)
+    extra = {"pair_cache": True} if args.pair_cache else {}
+    backend = create_backend(args.backend, args.model, device="cpu", dtype=args.dtype, threads=args.threads, **extra)
     problems = [pb.Problem(prompt=f"{p.prompt}\n\n{SYNTHETIC_INSTRUCTION}", reference=p.reference)
                 for p in synthetic_problems(args.prompts, 2, 0)]
     sampling = pb.SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
@@ -91,11 +94,15 @@ def main() -> None:
               f"{row['perturb_s']:>11.3f}{row['restore_s']:>11.3f}")
     median = statistics.median(row["ratio"] for row in rows)
     info = backend.info()
-    print(f"\nmedian ES overhead ratio: {median:.3f} ({info.model}, {info.dtype}, {args.prompts} prompts, "
+    member_s = statistics.median(row["member_s"] for row in rows)
+    tokens_per_s = statistics.median(row["tokens"] / row["member_s"] for row in rows)
+    print(f"\n{info.backend}: median member {member_s:.3f} s, {tokens_per_s:.0f} generated tokens/s through the server")
+    print(f"median ES overhead ratio: {median:.3f} ({info.model}, {info.dtype}, {args.prompts} prompts, "
           f"{args.max_new_tokens} new tokens, pair cache {'on' if args.pair_cache else 'off'})")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"model": info.model, "dtype": info.dtype, "pair_cache": args.pair_cache, "median_ratio": median,
+            json.dump({"backend": info.backend, "model": info.model, "dtype": info.dtype, "pair_cache": args.pair_cache,
+                       "median_ratio": median, "median_member_s": member_s, "median_tokens_per_s": tokens_per_s,
                        "rows": rows}, handle, indent=2)
 
 

