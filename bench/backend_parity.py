@@ -85,14 +85,16 @@ def main() -> None:
                         help="seed:sigma perturbations to compare besides the base (default: 1:0.001,2:0.001)")
     parser.add_argument("--gsm8k", type=Path, default=DEFAULT_GSM8K, help="GSM8K test file (skipped when absent)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for each backend")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"],
+                        help="inference dtype of both backends (default: bfloat16)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
 
     from seedcast.inference_server.backends.hf import HFBackend
     from seedcast.inference_server.backends.vllm_engine import VLLMBackend
 
-    vllm = VLLMBackend(args.model, device="cpu", dtype="bfloat16", threads=args.threads)
-    hf = HFBackend(args.model, device="cpu", dtype="bfloat16", threads=args.threads)
+    vllm = VLLMBackend(args.model, device="cpu", dtype=args.dtype, threads=args.threads)
+    hf = HFBackend(args.model, device="cpu", dtype=args.dtype, threads=args.threads)
     assert hf.fingerprint() == vllm.fingerprint(), "the two backends loaded different master weights"
     sets = prompt_sets(args.prompts, args.gsm8k)
     rows = compare(hf, vllm, sets, "base")
@@ -112,7 +114,8 @@ def main() -> None:
               f"{row['identical_rewards']:>12.3f}{row['hf_mean_reward']:>10.3f}{row['vllm_mean_reward']:>12.3f}"
               f"{'-' if first is None else f'{first:.1f}':>13}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "rows": rows}, indent=2) + "\n")
+        result = {"model": args.model, "dtype": args.dtype, "rows": rows}
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

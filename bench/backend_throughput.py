@@ -52,7 +52,7 @@ def main() -> None:
 
     summary = {}
     print(f"\n{'backend':<8}{'member s':>10}{'tokens/s':>10}{'generate-only s':>17}{'ES overhead':>13}"
-          f"{'perturb s':>11}{'restore s':>11}")
+          f"{'perturb s':>11}{'restore s':>11}{'peak RSS GiB':>14}")
     for backend, runs in results.items():
         rows = [row for run in runs for row in run["rows"]]
         summary[backend] = {
@@ -62,10 +62,11 @@ def main() -> None:
             "overhead_ratio": statistics.median(r["ratio"] for r in rows),
             "perturb_s": statistics.median(r["perturb_s"] for r in rows),
             "restore_s": statistics.median(r["restore_s"] for r in rows),
+            "peak_rss_gib": max(run["peak_rss_bytes"] for run in runs) / 2**30,
         }
         s = summary[backend]
         print(f"{backend:<8}{s['member_s']:>10.2f}{s['tokens_per_s']:>10.0f}{s['generate_only_s']:>17.2f}"
-              f"{s['overhead_ratio']:>13.3f}{s['perturb_s']:>11.3f}{s['restore_s']:>11.3f}")
+              f"{s['overhead_ratio']:>13.3f}{s['perturb_s']:>11.3f}{s['restore_s']:>11.3f}{s['peak_rss_gib']:>14.2f}")
     speedup = summary["vllm"]["tokens_per_s"] / summary["hf"]["tokens_per_s"]
     print(f"\nvllm ÷ hf generated tokens/s through the server: {speedup:.2f} "
           f"({args.prompts} prompts, {args.max_new_tokens} new tokens, {args.threads} threads, bf16)")

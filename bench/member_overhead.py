@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import statistics
 import time
 
@@ -103,6 +104,7 @@ def main() -> None:
         with open(args.json, "w") as handle:
             json.dump({"backend": info.backend, "model": info.model, "dtype": info.dtype, "pair_cache": args.pair_cache,
                        "median_ratio": median, "median_member_s": member_s, "median_tokens_per_s": tokens_per_s,
+                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                        "rows": rows}, handle, indent=2)
 
 

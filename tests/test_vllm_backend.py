@@ -53,13 +53,14 @@ def greedy_logprobs(backend, prompts=PROMPTS, tokens: int = 6) -> list[list[tupl
     requests = [{"prompt_token_ids": backend.tokenizer(text, add_special_tokens=False)["input_ids"]}
                 for text in backend.chat_texts(prompts)]
     params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0, ignore_eos=True)
+    backend.sync_weights()  # the engine is driven directly here, past the backend's own generate()
     outputs = backend.llm.generate(requests, params, use_tqdm=False)
     return [[(token, step[token].logprob) for token, step in zip(o.outputs[0].token_ids, o.outputs[0].logprobs,
                                                                   strict=True)] for o in outputs]
 
 
 def engine_weights(backend) -> dict[str, torch.Tensor]:
-    return backend.llm.collective_rpc("seedcast_engine_weights")[0]
+    return backend.engine_weights()
 
 
 def master_tensor(backend, name: str) -> torch.Tensor:
@@ -111,6 +112,20 @@ def test_fused_tensors_are_the_hf_pieces_perturbed_by_their_own_noise(engine):
     expected = _perturbed_hf_piece(engine, name, 5, -1)
     assert torch.equal(weights[name][:expected.shape[0]], expected)  # vLLM pads the vocabulary with zeros
     assert not weights[name][expected.shape[0]:].any()
+
+
+def test_a_perturbation_after_a_deferred_restore_leaves_no_trace(engine):
+    engine.perturb(seed=8, sigma=SIGMA, sign=1)
+    engine.restore()  # deferred: the next perturbation overwrites every weight
+    engine.perturb(seed=9, sigma=SIGMA, sign=-1)
+    after_other = engine_weights(engine)
+    engine.restore()
+    restored = engine_weights(engine)
+    engine.perturb(seed=9, sigma=SIGMA, sign=-1)
+    direct = engine_weights(engine)
+    engine.restore()
+    assert all(torch.equal(after_other[n], direct[n]) for n in direct)
+    assert not all(torch.equal(restored[n], direct[n]) for n in direct)
 
 
 def test_live_update_equals_replayed_log_and_the_hf_backend(engine, vllm_model_dir):

@@ -20,6 +20,8 @@ K8S_CONFIGMAP = Path(__file__).resolve().parents[1] / "k8s" / "grafana-dashboard
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 SERVER = '{job=~"$job", instance=~"$instance", model=~"$model"}'
 OPTIMIZER = '{model=~"$model"}'
+# vLLM's own metrics (servers with --backend vllm) carry model_name, not our model label.
+VLLM = '{job=~"$job", instance=~"$instance"}'
 RATE = "[$__rate_interval]"
 PHASES = ("perturb", "generate", "score", "restore", "update")
 
@@ -131,7 +133,23 @@ def server_detail() -> dict:
                               ("updates/s", rate("seedcast_updates_applied_total"))], width=12),
         panel("RPC errors/s by method and code",
               [("{{method}} {{code}}", rate("seedcast_rpc_errors_total", by="method, code"))], width=12),
+        *vllm_engine_panels(),
     ], instance_multi=False)
+
+
+def vllm_engine_panels() -> list[dict]:
+    """vLLM's own engine metrics; empty for hf servers."""
+    note = "vLLM's own metrics; shown only for servers started with --backend vllm."
+    return [
+        panel("vLLM requests", [("running", f"sum(vllm:num_requests_running{VLLM})"),
+                                ("waiting", f"sum(vllm:num_requests_waiting{VLLM})")], width=8, description=note),
+        panel("vLLM KV cache usage", [("used", f"max(vllm:kv_cache_usage_perc{VLLM})")], "percentunit", width=8,
+              description=note),
+        panel("vLLM tokens/s", [("generated", rate("vllm:generation_tokens_total", VLLM)),
+                                ("prompt", rate("vllm:prompt_tokens_total", VLLM)),
+                                ("prompt, from prefix cache", rate("vllm:prefix_cache_hits_total", VLLM))],
+              width=8, description=note),
+    ]
 
 
 DASHBOARDS = {"seedcast-fleet.json": fleet_overview, "seedcast-server.json": server_detail}

@@ -6,6 +6,11 @@ continuous batching (all prompts × samples of a member in one call). After ever
 prefix cache is reset: otherwise KV computed under other weights would be reused and rewards would be
 wrong (tests/test_vllm_backend.py shows it happening without the reset).
 
+Restore is deferred: `restore()` only marks the engine weights stale, and `cast(master)` is written
+before the next generation or weight read. A perturbation overwrites every weight anyway, so in an ES
+run (perturb, generate, restore, perturb, ...) the restore write, about a quarter of a second per
+member for the bundled model on this CPU, is skipped. No generation ever runs on stale weights.
+
     backend = VLLMBackend("smollm2-135m-instruct", device="cpu", threads=2)
     backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
 
@@ -19,6 +24,8 @@ from __future__ import annotations
 
 import os
 from typing import Any
+
+import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
 from seedcast.inference_server.backends.hf import chat_text
@@ -84,6 +91,7 @@ class VLLMBackend:
         self.weight_path = replies[0]["weight_path"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.location)
         self.perturbed = False
+        self._restore_pending = False  # the engine still holds a perturbation that restore() undid
 
     # ----- weights -------------------------------------------------------------------------
     def _weights_changed(self) -> None:
@@ -96,14 +104,22 @@ class VLLMBackend:
             from seedcast.inference_server.backends.hf import PerturbationStateError
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
         self.perturbed = True
+        self._restore_pending = False  # every weight is overwritten
         self.llm.collective_rpc("seedcast_perturb", args=(int(seed), float(sigma), int(sign)))
         self._weights_changed()
 
     def restore(self) -> None:
-        """Write cast(master) back on every worker (bit-exact)."""
-        self.llm.collective_rpc("seedcast_restore")
+        """Return to cast(master) (bit-exact); written before the next generation or weight read."""
+        self.llm.collective_rpc("seedcast_end_perturbation")
         self.perturbed = False
-        self._weights_changed()
+        self._restore_pending = True
+
+    def sync_weights(self) -> None:
+        """Write a pending restore now (generation and weight reads do this themselves)."""
+        if self._restore_pending:
+            self.llm.collective_rpc("seedcast_restore")
+            self._restore_pending = False
+            self._weights_changed()
 
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += Σ coeff·ε(seed) in float32 on every worker, then re-cast."""
@@ -111,6 +127,7 @@ class VLLMBackend:
             from seedcast.inference_server.backends.hf import PerturbationStateError
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self.llm.collective_rpc("seedcast_apply_update", args=([(int(s), float(c)) for s, c in terms],))
+        self._restore_pending = False  # the update writes cast(master)
         self._weights_changed()
 
     def fingerprint(self) -> str:
@@ -119,6 +136,11 @@ class VLLMBackend:
         if len(prints) != 1:
             raise RuntimeError(f"vLLM workers disagree on their master weights: {sorted(prints)}")
         return prints.pop()
+
+    def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The first worker's engine parameters (vLLM names and layout), after any pending restore."""
+        self.sync_weights()
+        return self.llm.collective_rpc("seedcast_engine_weights")[0]
 
     def info(self) -> BackendInfo:
         """What this backend holds."""
@@ -136,6 +158,7 @@ class VLLMBackend:
         if with_entropy:
             raise NotImplementedError("the vllm backend cannot compute full-distribution token entropy; "
                                       "run `seedcast eval` against hf servers")
+        self.sync_weights()
         greedy = sampling.temperature <= 0
         eos = self.tokenizer.eos_token_id
         requests, params = [], []

@@ -26,8 +26,10 @@ is refused at start: perturbing only the un-packed tensors would silently train 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import torch
 
@@ -136,18 +138,26 @@ class SeedcastWorkerExtension:
 
     # ----- weights -------------------------------------------------------------------------
     def _seedcast_cast_tensors(self, make) -> Iterator[tuple[str, torch.Tensor]]:
-        """(name, make(name) cast to the model dtype) for every master tensor, computed `threads` at a time
-        so that at most that many extra tensors exist at once."""
-        names = list(self._seedcast_master)
+        """(name, make(name) cast to the model dtype) for every master tensor, in order. With several
+        threads, up to 2 × threads tensors are computed ahead while vLLM loads the current one, so the
+        extra memory stays at a few tensors."""
+        names = iter(self._seedcast_master)
         dtype, threads = self._seedcast_dtype, self._seedcast_threads
+
+        def job(name: str) -> torch.Tensor:
+            return make(name).to(dtype)
+
         if threads == 1:
-            for name in names:
-                yield name, make(name).to(dtype)
+            yield from ((name, job(name)) for name in names)
             return
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="seedcast-noise") as pool:
-            for start in range(0, len(names), threads):
-                chunk = names[start:start + threads]
-                yield from zip(chunk, pool.map(lambda n: make(n).to(dtype), chunk), strict=True)
+            ahead = deque((name, pool.submit(job, name)) for name in islice(names, 2 * threads))
+            while ahead:
+                name, future = ahead.popleft()
+                following = next(names, None)
+                if following is not None:
+                    ahead.append((following, pool.submit(job, following)))
+                yield name, future.result()
 
     def _seedcast_write(self, tensors: Iterator[tuple[str, torch.Tensor]]) -> None:
         model = self.model_runner.get_model()
@@ -169,6 +179,10 @@ class SeedcastWorkerExtension:
 
         self._seedcast_perturbed = True
         self._seedcast_write(self._seedcast_cast_tensors(perturbed))
+
+    def seedcast_end_perturbation(self) -> None:
+        """Allow the next perturbation; the backend writes cast(master) before the weights are used."""
+        self._seedcast_perturbed = False
 
     def seedcast_restore(self) -> None:
         """Write cast(master) back: bit-exact, since the cast is deterministic."""
