@@ -84,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--servers", default="1,4,16,64,256", help="fleet sizes (default: 1,4,16,64,256)")
     parser.add_argument("--latency", type=float, default=0.5, help="member latency for the idle test (s)")
-    parser.add_argument("--idle-servers", type=int, default=256, help="fleet size of the idle test")
+    parser.add_argument("--idle-servers", type=int, default=256, help="fleet size of the idle test (0: skip it)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ports-file", default=None, help=argparse.SUPPRESS)
@@ -105,6 +105,11 @@ def main() -> None:
         rate = population / statistics.median(seconds)
         rows.append({"servers": count, "population": population, "results_per_second": rate})
         print(f"{count:>8}{population:>14}{rate:>11.0f}")
+    if not args.idle_servers:
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump({"rows": rows}, handle, indent=2)
+        return
     process, ports = spawn(args.idle_servers, args.latency)
     try:
         population = 8 * args.idle_servers

@@ -91,14 +91,25 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                         None, self._evaluator, request.batch.evaluator)
                     batch = request.batch
                     continue
-                if not request.HasField("task"):
-                    raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "EvaluateRequest holds neither batch nor task")
-                task = request.task
+                if request.HasField("tasks"):
+                    count = len(request.tasks.tasks)
+                    if not 1 <= count <= self.limits.max_tasks_per_message:
+                        raise RequestError(grpc.StatusCode.INVALID_ARGUMENT,
+                                           f"MemberTasks must hold 1 to {self.limits.max_tasks_per_message} "
+                                           f"tasks, got {count}")
+                    tasks = list(request.tasks.tasks)
+                elif request.HasField("task"):
+                    tasks = [request.task]
+                else:
+                    raise RequestError(grpc.StatusCode.INVALID_ARGUMENT,
+                                       "EvaluateRequest holds neither batch, task nor tasks")
                 self._check_intact()
-                sampling = check_task(task, batch, self.step, self.limits)
+                checked = [(task, check_task(task, batch, self.step, self.limits)) for task in tasks]
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
-            yield await self._evaluate(batch, evaluator, task, sampling)
+            answers = [await self._evaluate(batch, evaluator, task, sampling) for task, sampling in checked]
+            yield answers[0] if request.HasField("task") else pb.EvaluateResponse(
+                batch=pb.EvaluateResponses(responses=answers))
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
         prompts = [p.prompt for p in batch.problems]

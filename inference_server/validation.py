@@ -29,6 +29,7 @@ class Limits:
     """Upper bounds on what one request may ask of the server."""
 
     max_prompts: int = 1024
+    max_tasks_per_message: int = 256
     max_prompt_chars: int = 32_768
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256

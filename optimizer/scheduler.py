@@ -9,6 +9,12 @@ a fast server simply takes more members (no lock-step waves). Failure handling:
 - with a `quorum` (fraction of the population), the iteration may close once
   `iteration_deadline_seconds` have passed and that many members returned; results still in flight
   are abandoned, and counted as dropped.
+
+Members that take under `FAST_MEMBER_SECONDS` (simulated servers, tiny models) would leave the
+optimizer spending its time on one gRPC message each way per member; for those it sends several
+members per message (`MemberTasks`), sized so every server still gets several messages per iteration.
+Real members (tenths of a second and more) always go one per message, so a server never holds
+members another server could take.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from seedcast.optimizer.strategy import Member
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.scheduler")
+
+FAST_MEMBER_SECONDS = 0.002  # below this per member, several members share a message
+MAX_MEMBERS_PER_MESSAGE = 32
 
 
 class FleetExhaustedError(RuntimeError):
@@ -83,14 +92,34 @@ class FleetScheduler:
         self.members_reassigned = 0
         self.members_dropped = 0
         self.last_error = ""
+        self.seconds_per_member: float | None = None  # moving average of round trip ÷ members, all servers
+        self.task_messages = 0  # MemberTask / MemberTasks messages sent
 
-    def _task(self, work: IterationWork, member: Member) -> pb.EvaluateRequest:
+    @staticmethod
+    def _member_task(work: IterationWork, member: Member) -> pb.MemberTask:
         sampling = pb.SamplingParams()
         sampling.CopyFrom(work.sampling)
         sampling.seed = member.sampling_seed
-        return pb.EvaluateRequest(task=pb.MemberTask(
+        return pb.MemberTask(
             iteration=work.iteration, member=member.index, seed=member.seed, sign=member.sign,
-            sigma=work.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only))
+            sigma=work.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only)
+
+    def _request(self, work: IterationWork, members: list[Member]) -> pb.EvaluateRequest:
+        if len(members) == 1:
+            return pb.EvaluateRequest(task=self._member_task(work, members[0]))
+        return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[self._member_task(work, m) for m in members]))
+
+    def members_per_message(self, queued: int) -> int:
+        """1 for members slower than FAST_MEMBER_SECONDS (or not measured yet); for fast ones, enough to share
+        the queue out in about two messages per server, at most MAX_MEMBERS_PER_MESSAGE."""
+        if self.seconds_per_member is None or self.seconds_per_member >= FAST_MEMBER_SECONDS:
+            return 1
+        return max(1, min(MAX_MEMBERS_PER_MESSAGE, math.ceil(queued / (2 * max(1, len(self.clients))))))
+
+    def _measured(self, seconds: float, members: int) -> None:
+        per_member = seconds / members
+        previous = self.seconds_per_member
+        self.seconds_per_member = per_member if previous is None else 0.8 * previous + 0.2 * per_member
 
     def _retire(self, client: ServerClient, reason: str) -> None:
         """Take a failed or stalled server out of the active set (the trainer may readmit it)."""
@@ -100,60 +129,77 @@ class FleetScheduler:
         self.last_error = f"{client.address}: {reason}"
 
     async def _serve_queue(self, client: ServerClient, work: IterationWork, queue: deque[Member],
-                           reports: dict[int, MemberReport], in_flight: dict[ServerClient, Member],
+                           reports: dict[int, MemberReport], in_flight: dict[ServerClient, list[Member]],
                            on_report: Callable[[MemberReport], None],
                            pending: dict[ServerClient, deque[Member]]) -> None:
         while client in self.clients:
-            member = self._claim(client, queue, pending)
-            if member is None:
+            members = self._claim(client, queue, pending, self.members_per_message(len(queue)))
+            if not members:
                 return
-            in_flight[client] = member
+            in_flight[client] = members
+            deadline = None if self.deadlines.member_seconds is None else self.deadlines.member_seconds * len(members)
             try:
                 stream = client.evaluate_stream()
                 if client.batch_iteration != work.iteration:
                     await stream.write(pb.EvaluateRequest(batch=work.batch))
                     client.batch_iteration = work.iteration
-                await stream.write(self._task(work, member))
-                response = await asyncio.wait_for(stream.read(), self.deadlines.member_seconds)
+                sent = time.perf_counter()
+                await stream.write(self._request(work, members))
+                self.task_messages += 1
+                response = await asyncio.wait_for(stream.read(), deadline)
                 if response is grpc.aio.EOF:
                     raise ConnectionError("the server closed the stream")
+                answers = [response] if len(members) == 1 else list(response.batch.responses)
+                if len(answers) != len(members):
+                    raise ConnectionError(f"the server answered {len(answers)} of {len(members)} members")
+                self._measured(time.perf_counter() - sent, len(members))
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError, asyncio.TimeoutError) as error:
                 if isinstance(error, asyncio.TimeoutError):
-                    detail = f"no answer within the {self.deadlines.member_seconds:g} s member deadline (stalled)"
-                    self.members_dropped += 1  # if it ever answers, that result is not used
+                    detail = f"no answer within the {deadline:g} s member deadline (stalled)"
+                    self.members_dropped += len(members)  # if it ever answers, those results are not used
                 else:
                     detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-                log.warning("server %s failed on member %d (%s); reassigning it", client.address, member.index, detail)
+                log.warning("server %s failed on member %s (%s); reassigning", client.address,
+                            ", ".join(str(m.index) for m in members), detail)
                 del in_flight[client]
-                queue.extendleft(reversed([member, *pending.pop(client, ())]))  # its claimed partner too
-                self.members_reassigned += 1
+                queue.extendleft(reversed([*members, *pending.pop(client, ())]))  # its claimed partner too
+                self.members_reassigned += len(members)
                 self._retire(client, detail)
                 return
             del in_flight[client]
-            reports[member.index] = self._report(member, client.address, response)
-            on_report(reports[member.index])
+            for member, answer in zip(members, answers, strict=True):
+                reports[member.index] = self._report(member, client.address, answer)
+                on_report(reports[member.index])
         queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed partner goes back
 
     @staticmethod
-    def _claim(client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]]) -> Member | None:
-        """The next member for `client`: the mirrored partner it claimed with its last member, else the head of
-        the queue (claiming the partner right behind it), else an unstarted partner claimed by a busy server.
+    def _claim(client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]],
+               count: int = 1) -> list[Member]:
+        """The next members for `client` (empty when none is left): the mirrored partner it claimed with its
+        last member, else the head of the queue (claiming the partner right behind it), else an unstarted
+        partner claimed by a busy server. With `count` > 1, up to that many from the head of the queue, pairs
+        kept whole.
 
         Keeping both halves of a pair on one server lets a `--pair-cache` server evaluate the second half
         without drawing the noise again; taking claimed partners when the queue is empty keeps the tail busy.
         """
         mine = pending.get(client)
         if mine:
-            return mine.popleft()
+            return [mine.popleft()]
+        if queue and count > 1:
+            members = [queue.popleft() for _ in range(min(count, len(queue)))]
+            if queue and queue[0].seed == members[-1].seed and queue[0].sign == -members[-1].sign:
+                members.append(queue.popleft())
+            return members
         if queue:
             member = queue.popleft()
             if queue and queue[0].seed == member.seed and queue[0].sign == -member.sign:
                 pending[client] = deque([queue.popleft()])
-            return member
+            return [member]
         for claimed in pending.values():
             if claimed:
-                return claimed.popleft()
-        return None
+                return [claimed.popleft()]
+        return []
 
     @staticmethod
     def _report(member: Member, server: str, response: pb.EvaluateResponse) -> MemberReport:
@@ -179,7 +225,7 @@ class FleetScheduler:
         """Evaluate the members of `work`; returns member index → report (all, or a quorum)."""
         queue: deque[Member] = deque(work.members)
         reports: dict[int, MemberReport] = {}
-        in_flight: dict[ServerClient, Member] = {}
+        in_flight: dict[ServerClient, list[Member]] = {}
         pending: dict[ServerClient, deque[Member]] = {}  # partners claimed by a server, not started yet
         started = time.monotonic()
         tasks: set[asyncio.Task] = set()
@@ -211,7 +257,7 @@ class FleetScheduler:
         if in_flight:
             log.warning("iteration %d closed on a quorum of %d/%d members; abandoning %d in flight",
                         work.iteration, len(reports), len(work.members), len(in_flight))
-            self.members_dropped += len(in_flight)
+            self.members_dropped += sum(len(members) for members in in_flight.values())
             for client in in_flight:
                 client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean
         return reports

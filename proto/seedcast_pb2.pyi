@@ -60,13 +60,21 @@ class MemberTask(_message.Message):
     summary_only: bool
     def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ...) -> None: ...
 
+class MemberTasks(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[MemberTask]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[MemberTask, _Mapping]]] = ...) -> None: ...
+
 class EvaluateRequest(_message.Message):
-    __slots__ = ("batch", "task")
+    __slots__ = ("batch", "task", "tasks")
     BATCH_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     batch: PromptBatch
     task: MemberTask
-    def __init__(self, batch: _Optional[_Union[PromptBatch, _Mapping]] = ..., task: _Optional[_Union[MemberTask, _Mapping]] = ...) -> None: ...
+    tasks: MemberTasks
+    def __init__(self, batch: _Optional[_Union[PromptBatch, _Mapping]] = ..., task: _Optional[_Union[MemberTask, _Mapping]] = ..., tasks: _Optional[_Union[MemberTasks, _Mapping]] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds")
@@ -111,12 +119,20 @@ class MemberFailure(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("result", "failure")
+    __slots__ = ("result", "failure", "batch")
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     result: MemberResult
     failure: MemberFailure
-    def __init__(self, result: _Optional[_Union[MemberResult, _Mapping]] = ..., failure: _Optional[_Union[MemberFailure, _Mapping]] = ...) -> None: ...
+    batch: EvaluateResponses
+    def __init__(self, result: _Optional[_Union[MemberResult, _Mapping]] = ..., failure: _Optional[_Union[MemberFailure, _Mapping]] = ..., batch: _Optional[_Union[EvaluateResponses, _Mapping]] = ...) -> None: ...
+
+class EvaluateResponses(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[EvaluateResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[EvaluateResponse, _Mapping]]] = ...) -> None: ...
 
 class SeedCoefficient(_message.Message):
     __slots__ = ("seed", "coeff")

@@ -1,4 +1,8 @@
-"""The contract every backend keeps, parametrised over the backend registry (CPU builds here)."""
+"""The contract every backend keeps, parametrised over the backend registry (CPU builds here).
+
+The vllm backend keeps the same contract in its own environment: tests/test_vllm_backend.py checks
+it through the engine (its weights live in vLLM's workers, in vLLM's fused layout).
+"""
 
 from __future__ import annotations
 

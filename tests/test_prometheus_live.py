@@ -117,6 +117,8 @@ def test_all_targets_were_scraped(scraped_run):
 def test_every_dashboard_query_returns_data(scraped_run, where, expr):
     answer = scraped_run.query(expr)
     assert answer["status"] == "success", f"{where}: {answer.get('error')}"
+    if "vllm:" in expr:
+        return  # this run has hf servers; tests/test_vllm_end_to_end.py checks these names on a vLLM server
     assert answer["data"]["result"], f"{where}: no data for {expr}"
 
 

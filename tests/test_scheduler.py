@@ -114,3 +114,47 @@ def test_a_lost_server_gives_back_its_claimed_partner():
     reports, survivor = asyncio.run(main())
     assert sorted(reports) == list(range(8))
     assert all(r.server == survivor and r.error is None for r in reports.values())
+
+
+def test_fast_members_share_messages_and_slow_ones_do_not():
+    async def run(latency: float, population: int):
+        async with _fleet([latency, latency]) as (_, clients):
+            scheduler = FleetScheduler(list(clients))
+            reports = await scheduler.run_iteration(_work(population, mirrored=True))
+            return reports, scheduler
+
+    reports, scheduler = asyncio.run(run(0.0, 400))
+    assert sorted(reports) == list(range(400))
+    assert all(r.error is None and r.rewards for r in reports.values())
+    assert scheduler.task_messages < 200, scheduler.task_messages  # several members per message
+    reports, scheduler = asyncio.run(run(0.005, 24))
+    assert sorted(reports) == list(range(24)) and scheduler.task_messages == 24
+
+
+def test_several_claimed_members_keep_pairs_whole():
+    members = OpenES(8, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    from collections import deque
+
+    queue, pending = deque(members), {}
+    claimed = FleetScheduler._claim(object(), queue, pending, count=3)
+    assert [m.index for m in claimed] == [0, 1, 2, 3]  # the partner of member 2 comes along
+    assert [m.index for m in queue] == [4, 5, 6, 7] and not pending
+
+
+def test_a_server_lost_while_holding_several_members_gives_them_all_back():
+    async def main():
+        async with _fleet([0.0, 0.0]) as (servers, clients):
+            scheduler = FleetScheduler(list(clients))
+
+            async def stop_second_server():
+                await asyncio.sleep(0.2)
+                await servers[1].stop(0)
+
+            reports, _ = await asyncio.gather(scheduler.run_iteration(_work(3000)), stop_second_server())
+            return reports, scheduler, clients[0].address
+    reports, scheduler, survivor = asyncio.run(main())
+    assert sorted(reports) == list(range(3000))
+    assert all(r.error is None for r in reports.values())
+    assert scheduler.task_messages < 3000
+    assert [c.address for c in scheduler.clients] == [survivor]  # the other was retired mid-iteration
+    assert reports[2999].server == survivor

@@ -77,6 +77,26 @@ def test_evaluate_stream_answers_each_task_in_order(backend):
     assert backend.fingerprint() == before
 
 
+def test_several_members_in_one_message_are_answered_in_one_message_in_order(backend):
+    tasks = [_task(member=m, seed=100 + m, sign=1 if m % 2 == 0 else -1).task for m in range(3)]
+
+    async def scenario(stub, channel, running):
+        call = stub.Evaluate()
+        await call.write(pb.EvaluateRequest(batch=BATCH))
+        await call.write(pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=tasks)))
+        together = await call.read()
+        singles = []
+        for task in tasks:
+            await call.write(pb.EvaluateRequest(task=task))
+            singles.append(await call.read())
+        await call.done_writing()
+        return together, singles
+    together, singles = with_server(backend, scenario)
+    assert together.WhichOneof("kind") == "batch"
+    assert [a.result.member for a in together.batch.responses] == [0, 1, 2]
+    assert [list(a.result.rewards) for a in together.batch.responses] == [list(a.result.rewards) for a in singles]
+
+
 def test_same_task_gives_same_rewards(backend):
     async def scenario(stub, channel, running):
         call = stub.Evaluate()
@@ -139,7 +159,14 @@ def _expect_status(backend, requests, code, fragment):
      grpc.StatusCode.INVALID_ARGUMENT, "problems must not be empty"),
     ([pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, evaluator="nope", problems=BATCH.problems))],
      grpc.StatusCode.INVALID_ARGUMENT, "unknown evaluator"),
-    ([pb.EvaluateRequest()], grpc.StatusCode.INVALID_ARGUMENT, "neither batch nor task"),
+    ([pb.EvaluateRequest()], grpc.StatusCode.INVALID_ARGUMENT, "neither batch, task nor tasks"),
+    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks())],
+     grpc.StatusCode.INVALID_ARGUMENT, "MemberTasks must hold 1 to 256 tasks, got 0"),
+    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task] * 257))],
+     grpc.StatusCode.INVALID_ARGUMENT, "got 257"),
+    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task,
+                                                                                      _task(sign=0).task]))],
+     grpc.StatusCode.INVALID_ARGUMENT, "sign"),
 ])
 def test_bad_evaluate_requests_are_refused(backend, requests, code, fragment):
     _expect_status(backend, requests, code, fragment)

@@ -4,7 +4,9 @@ and vLLM's own metrics next to ours. Runs in the vLLM environment only (`make te
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
+from pathlib import Path
 
 import grpc
 import pytest
@@ -67,4 +69,7 @@ def test_vllm_metrics_are_served_next_to_seedcast_metrics(tmp_path, vllm_model_d
     finally:
         server.stop()
     assert "seedcast_" in text
-    assert "vllm:generation_tokens_total" in text or "vllm:num_requests_running" in text
+    served = set(re.findall(r"^(vllm:[a-z_]+)", text, flags=re.MULTILINE))
+    dashboards = (Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "dashboards").glob("*.json")
+    used = {name for path in dashboards for name in re.findall(r"vllm:[a-z_]+", path.read_text())}
+    assert used and used <= served, f"dashboard metrics this vLLM does not serve: {sorted(used - served)}"
