@@ -6,7 +6,10 @@ fleet, with simulated-latency test servers (no model) in a separate process.
 
 For each fleet size N: N gRPC servers (SimulatedLatencyTestBackend, answering instantly) run in one
 child process; the optimizer's real FleetScheduler evaluates iterations of max(64, 8·N) members
-over N real client channels on loopback. Reported: results/s (median of 3 iterations). Then, at a
+over N real client channels on loopback. Reported: results/s (median of 3 iterations), and the
+optimizer's own CPU time per result (its process, gRPC threads included) with the capacity that
+implies, results per optimizer CPU-second. On this 2-core machine the simulated fleet's single
+process saturates first, so the end-to-end rate understates what the optimizer can take. Then, at a
 realistic member latency, the fleet's idle fraction: 1 − (ideal time ÷ measured time), where the
 ideal is members ÷ N × latency.
 """
@@ -55,11 +58,11 @@ def spawn(count: int, latency: float) -> tuple[subprocess.Popen, list[int]]:
     return process, json.loads(ports_file.read_text())
 
 
-async def run_iterations(ports: list[int], population: int, iterations: int) -> list[float]:
-    """Seconds per iteration."""
+async def run_iterations(ports: list[int], population: int, iterations: int) -> tuple[list[float], list[float]]:
+    """Seconds per iteration, and the optimizer process's CPU seconds per iteration."""
     clients = [ServerClient(f"127.0.0.1:{port}") for port in ports]
     strategy = OpenES(population, 0.1, 0.1, mirrored=False)
-    seconds = []
+    seconds, cpu_seconds = [], []
     try:
         await asyncio.gather(*(client.wait_ready(60) for client in clients))
         scheduler = FleetScheduler(list(clients))
@@ -69,15 +72,16 @@ async def run_iterations(ports: list[int], population: int, iterations: int) -> 
             batch.iteration = iteration
             work = IterationWork(iteration=iteration, step=0, batch=batch, members=strategy.ask(ESState(iteration)),
                                  sigma=0.1, sampling=SAMPLING)
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             reports = await scheduler.run_iteration(work)
             assert len(reports) == population
             if iteration:
                 seconds.append(time.perf_counter() - started)
+                cpu_seconds.append(time.process_time() - cpu_started)
     finally:
         for client in clients:
             await client.close()
-    return seconds
+    return seconds, cpu_seconds
 
 
 def main() -> None:
@@ -93,18 +97,22 @@ def main() -> None:
         asyncio.run(serve(args.serve, args.latency, Path(args.ports_file)))
         return
     rows = []
-    print(f"{'servers':>8}{'members/iter':>14}{'results/s':>11}")
+    print(f"{'servers':>8}{'members/iter':>14}{'results/s':>11}{'optimizer CPU µs/result':>25}"
+          f"{'optimizer capacity/s':>22}")
     for count in (int(n) for n in args.servers.split(",")):
         process, ports = spawn(count, 0.0)
         try:
             population = max(64, 8 * count)
-            seconds = asyncio.run(run_iterations(ports, population, 3))
+            seconds, cpu_seconds = asyncio.run(run_iterations(ports, population, 3))
         finally:
             process.kill()
             process.wait()
         rate = population / statistics.median(seconds)
-        rows.append({"servers": count, "population": population, "results_per_second": rate})
-        print(f"{count:>8}{population:>14}{rate:>11.0f}")
+        cpu_per_result = statistics.median(cpu_seconds) / population
+        rows.append({"servers": count, "population": population, "results_per_second": rate,
+                     "optimizer_cpu_seconds_per_result": cpu_per_result,
+                     "optimizer_capacity_per_cpu_second": 1 / cpu_per_result})
+        print(f"{count:>8}{population:>14}{rate:>11.0f}{cpu_per_result * 1e6:>25.0f}{1 / cpu_per_result:>22.0f}")
     if not args.idle_servers:
         if args.json:
             with open(args.json, "w") as handle:
@@ -113,7 +121,7 @@ def main() -> None:
     process, ports = spawn(args.idle_servers, args.latency)
     try:
         population = 8 * args.idle_servers
-        seconds = statistics.median(asyncio.run(run_iterations(ports, population, 2)))
+        seconds = statistics.median(asyncio.run(run_iterations(ports, population, 2))[0])
     finally:
         process.kill()
         process.wait()

@@ -92,7 +92,7 @@ class FleetScheduler:
         self.members_reassigned = 0
         self.members_dropped = 0
         self.last_error = ""
-        self.seconds_per_member: float | None = None  # moving average of round trip ÷ members, all servers
+        self.seconds_per_member: float | None = None  # moving average of the servers' own time per member
         self.task_messages = 0  # MemberTask / MemberTasks messages sent
 
     @staticmethod
@@ -116,10 +116,13 @@ class FleetScheduler:
             return 1
         return max(1, min(MAX_MEMBERS_PER_MESSAGE, math.ceil(queued / (2 * max(1, len(self.clients))))))
 
-    def _measured(self, seconds: float, members: int) -> None:
-        per_member = seconds / members
-        previous = self.seconds_per_member
-        self.seconds_per_member = per_member if previous is None else 0.8 * previous + 0.2 * per_member
+    def _measured(self, reports: list[MemberReport]) -> None:
+        """Track the servers' own seconds per member (their phase timings: no network, no queueing)."""
+        for report in reports:
+            if report.error is None:
+                seconds = sum(report.timings.values())
+                previous = self.seconds_per_member
+                self.seconds_per_member = seconds if previous is None else 0.8 * previous + 0.2 * seconds
 
     def _retire(self, client: ServerClient, reason: str) -> None:
         """Take a failed or stalled server out of the active set (the trainer may readmit it)."""
@@ -143,7 +146,6 @@ class FleetScheduler:
                 if client.batch_iteration != work.iteration:
                     await stream.write(pb.EvaluateRequest(batch=work.batch))
                     client.batch_iteration = work.iteration
-                sent = time.perf_counter()
                 await stream.write(self._request(work, members))
                 self.task_messages += 1
                 response = await asyncio.wait_for(stream.read(), deadline)
@@ -152,7 +154,6 @@ class FleetScheduler:
                 answers = [response] if len(members) == 1 else list(response.batch.responses)
                 if len(answers) != len(members):
                     raise ConnectionError(f"the server answered {len(answers)} of {len(members)} members")
-                self._measured(time.perf_counter() - sent, len(members))
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError, asyncio.TimeoutError) as error:
                 if isinstance(error, asyncio.TimeoutError):
                     detail = f"no answer within the {deadline:g} s member deadline (stalled)"
@@ -167,9 +168,11 @@ class FleetScheduler:
                 self._retire(client, detail)
                 return
             del in_flight[client]
-            for member, answer in zip(members, answers, strict=True):
-                reports[member.index] = self._report(member, client.address, answer)
-                on_report(reports[member.index])
+            done = [self._report(m, client.address, answer) for m, answer in zip(members, answers, strict=True)]
+            self._measured(done)
+            for report in done:
+                reports[report.member.index] = report
+                on_report(report)
         queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed partner goes back
 
     @staticmethod
