@@ -12,7 +12,7 @@ a fast server simply takes more members (no lock-step waves). Failure handling:
 
 Members that take under `FAST_MEMBER_SECONDS` (simulated servers, tiny models) would leave the
 optimizer spending its time on one gRPC message each way per member; for those it sends several
-members per message (`MemberTasks`), sized so every server still gets several messages per iteration.
+members per message (`MemberTasks`), sized so every server still gets about two messages per iteration.
 Real members (tenths of a second and more) always go one per message, so a server never holds
 members another server could take.
 """
