@@ -349,6 +349,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.evaluators.registry import EvaluatorSpecError
     from seedcast.inference_server.model_source import ModelNotFoundError
     from seedcast.inference_server.security import SecurityConfigError
+    from seedcast.inference_server.vllm_support import BackendUnavailableError, MasterMemoryError
     from seedcast.optimizer.client import ServerUnreachableError
     from seedcast.optimizer.config import ConfigError
     from seedcast.optimizer.fleet import FingerprintMismatchError
@@ -359,7 +360,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
 
     return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
             LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError,
-            GRPOUnavailableError)
+            GRPOUnavailableError, BackendUnavailableError, MasterMemoryError)
 
 
 def main(argv: list[str] | None = None) -> int:

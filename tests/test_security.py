@@ -94,9 +94,10 @@ def test_evaluate_stream_needs_the_token(pki):
     async def scenario(port, backend):
         client = _client(pki, port, token=None)
         stream = client.evaluate_stream()
-        await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(problems=[pb.Problem(prompt="p")],
-                                                                   evaluator="synthetic")))
+        # The refusal may arrive before the write completes or only at the read: either raises it.
         with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(problems=[pb.Problem(prompt="p")],
+                                                                       evaluator="synthetic")))
             await stream.read()
         await client.close()
         return raised.value.code()

@@ -10,20 +10,30 @@ import pytest
 import torch
 
 from seedcast.inference_server.backends import create_backend
-from seedcast.inference_server.backends.vllm_worker import MasterMemoryError, check_master_fits
 from seedcast.inference_server.checkpoint_folder import checkpoint_parameters
-from seedcast.inference_server.vllm_support import BackendUnavailableError, check_architecture, sampling_seed
+from seedcast.inference_server.vllm_support import (
+    BackendUnavailableError,
+    MasterMemoryError,
+    check_architecture,
+    check_master_fits,
+    sampling_seed,
+)
+from seedcast.optimizer.cli import main
 
 
-def test_missing_vllm_says_how_to_install_it(monkeypatch, tiny_model_dir):
+def test_missing_vllm_says_how_to_install_it(monkeypatch, tiny_model_dir, capsys):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail
     with pytest.raises(BackendUnavailableError, match=r"not installed.*seedcast\[vllm\].*setup-vllm"):
         create_backend("vllm", tiny_model_dir, device="cpu")
+    assert main(["serve", "--backend", "vllm", "--model", tiny_model_dir, "--port", "0"]) == 2
+    assert "error: the vllm backend needs vLLM" in capsys.readouterr().err  # one line, no traceback
 
 
-def test_pair_cache_is_refused_before_anything_loads(tiny_model_dir):
-    with pytest.raises(ValueError, match="pair-cache.*hf backend"):
+def test_pair_cache_is_refused_before_anything_loads(tiny_model_dir, capsys):
+    with pytest.raises(BackendUnavailableError, match="pair-cache.*hf backend"):
         create_backend("vllm", tiny_model_dir, device="cpu", pair_cache=True)
+    assert main(["serve", "--backend", "vllm", "--model", tiny_model_dir, "--port", "0", "--pair-cache"]) == 2
+    assert "pair-cache is a feature of the hf backend" in capsys.readouterr().err
 
 
 def _fake_vllm(*architectures: str) -> SimpleNamespace:

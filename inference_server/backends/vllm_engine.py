@@ -32,6 +32,7 @@ from seedcast.inference_server.backends.hf import chat_text
 from seedcast.inference_server.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.devices import resolve_dtype
 from seedcast.inference_server.vllm_support import (
+    BackendUnavailableError,
     check_architecture,
     import_vllm,
     resolve_vllm_device,
@@ -53,7 +54,8 @@ class VLLMBackend:
                  max_model_len: int | None = None, enforce_eager: bool = False,
                  reset_prefix_cache: bool = True) -> None:
         if pair_cache:
-            raise ValueError("--pair-cache is a feature of the hf backend; the vllm backend does not support it")
+            raise BackendUnavailableError("--pair-cache is a feature of the hf backend; the vllm backend does not "
+                                          "support it")
         vllm = import_vllm()
         from transformers import AutoTokenizer
 

@@ -34,34 +34,7 @@ from itertools import islice
 import torch
 
 from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
-
-
-class MasterMemoryError(MemoryError):
-    """The device cannot hold the float32 master copy next to the engine."""
-
-
-def free_bytes(device: torch.device) -> int:
-    """Bytes that can still be allocated on `device` (CUDA: free device memory; CPU: MemAvailable)."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 1 << 62
-
-
-def check_master_fits(parameters: int, device: torch.device) -> None:
-    """Raise MasterMemoryError, saying how much is needed, when 4 bytes per parameter do not fit."""
-    needed, available = 4 * parameters, free_bytes(device)
-    if needed > available:
-        hint = ("lower --gpu-memory-utilization so vLLM leaves room for it" if device.type == "cuda"
-                else "free host memory or lower the KV cache size")
-        raise MasterMemoryError(
-            f"the float32 master copy of {parameters:,} parameters needs {needed / 2**30:.2f} GiB on {device}, "
-            f"but only {available / 2**30:.2f} GiB is free; {hint}")
-
+from seedcast.inference_server.vllm_support import check_master_fits
 
 _REPACK_FLAG = "_seedcast_repack"
 
