@@ -137,7 +137,7 @@ async def serve(options: ServeOptions) -> None:
         extra.update(cpu_cores=options.cpu_cores, kv_cache_gib=options.kv_cache_gib,
                      gpu_memory_utilization=options.gpu_memory_utilization)
     elif options.cpu_cores or options.gpu_memory_utilization is not None:
-        raise SystemExit("--cpu-cores and --gpu-memory-utilization apply to --backend vllm only")
+        raise SystemExit("error: --cpu-cores and --gpu-memory-utilization apply to --backend vllm only")
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
                              threads=options.threads, **extra)
     limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)

@@ -35,7 +35,8 @@ class ModelConfig(Section):
     """The model every server loads."""
 
     name: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file, or hub id.")
-    backend: str = Field("hf", description="Inference backend of local servers (`seedcast serve --backend`).")
+    backend: Literal["hf", "vllm"] = Field(
+        "hf", description="Inference backend of local servers (`seedcast serve --backend`): hf or vllm.")
     device: str = Field("auto", description="Device of local servers: auto, cpu, cuda, cuda:N.")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto", description="Inference dtype; auto = bf16 where the hardware has it natively, else fp32.")

@@ -75,3 +75,11 @@ def test_local_vllm_servers_get_their_own_cores(monkeypatch, tmp_path):
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     fleet = LocalFleet(load_config(overrides=["fleet.local=3", "fleet.threads_per_server=2"]), tmp_path)
     assert [fleet.cpu_cores(i) for i in range(3)] == ["0-1", "2-3", "0-1"]
+
+
+def test_an_unknown_backend_in_a_config_is_reported_with_the_choices():
+    from seedcast.optimizer.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"model.backend: Input should be 'hf' or 'vllm'"):
+        load_config(overrides=["model.backend=vlm"])
+    assert load_config(overrides=["model.backend=vllm"]).model.backend == "vllm"
