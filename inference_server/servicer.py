@@ -208,7 +208,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             check_problems(request.problems, self.limits)
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None
-            if request.return_entropy and not getattr(self.backend, "supports_entropy", True):
+            if request.return_entropy and not self.backend.supports_entropy:
                 raise RequestError(grpc.StatusCode.UNIMPLEMENTED,
                                    f"the {self.backend.info().backend} backend cannot compute full-distribution "
                                    "token entropy; sample without it or use hf servers")

@@ -53,6 +53,8 @@ class Backend(Protocol):
     - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order.
     """
 
+    supports_entropy: bool  # whether generate(with_entropy=True) works; Sample refuses it otherwise
+
     def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
         """Write the perturbed weights; only one perturbation may be active at a time."""
 

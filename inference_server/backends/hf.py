@@ -39,6 +39,7 @@ class HFBackend:
     """A transformers causal LM with a float32 master copy; see the module docstring."""
 
     name = "hf"
+    supports_entropy = True
 
     def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
                  max_batch: int = 256, pair_cache: bool = False) -> None:

@@ -19,6 +19,7 @@ class SimulatedLatencyTestBackend:
     """Sleeps `latency_seconds` per generate call; completions are the active seed's digits."""
 
     name = "simulated-test"
+    supports_entropy = True
 
     def __init__(self, latency_seconds: float = 0.01) -> None:
         self.latency_seconds = latency_seconds

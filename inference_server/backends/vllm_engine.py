@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.backends.hf import chat_text
+from seedcast.inference_server.backends.hf import PerturbationStateError, chat_text
 from seedcast.inference_server.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.devices import resolve_dtype
 from seedcast.inference_server.vllm_support import (
@@ -103,7 +103,6 @@ class VLLMBackend:
     def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
         """Write cast(master + sign·σ·ε(seed)) on every worker."""
         if self.perturbed:
-            from seedcast.inference_server.backends.hf import PerturbationStateError
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
         self.perturbed = True
         self._restore_pending = False  # every weight is overwritten
@@ -112,7 +111,6 @@ class VLLMBackend:
 
     def restore(self) -> None:
         """Return to cast(master) (bit-exact); written before the next generation or weight read."""
-        self.llm.collective_rpc("seedcast_end_perturbation")
         self.perturbed = False
         self._restore_pending = True
 
@@ -126,7 +124,6 @@ class VLLMBackend:
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += Σ coeff·ε(seed) in float32 on every worker, then re-cast."""
         if self.perturbed:
-            from seedcast.inference_server.backends.hf import PerturbationStateError
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self.llm.collective_rpc("seedcast_apply_update", args=([(int(s), float(c)) for s, c in terms],))
         self._restore_pending = False  # the update writes cast(master)

@@ -105,7 +105,6 @@ class SeedcastWorkerExtension:
                                  for name, p in hf_model.named_parameters()}
         del hf_model
         self._seedcast_path = weight_path(model)
-        self._seedcast_perturbed = False
         self.seedcast_restore()
         return {"parameters": parameters, "weight_path": self._seedcast_path, "device": str(device)}
 
@@ -140,9 +139,7 @@ class SeedcastWorkerExtension:
                 repack_layers(model)
 
     def seedcast_perturb(self, seed: int, sigma: float, sign: int) -> None:
-        """Write cast(master + sign·σ·ε(seed)) into the engine's weights."""
-        if self._seedcast_perturbed:
-            raise RuntimeError("perturb() called while a perturbation is active; call restore() first")
+        """Write cast(master + sign·σ·ε(seed)) into the engine's weights (the backend keeps the order of calls)."""
         scale = float(sign) * float(sigma)
         master = self._seedcast_master
 
@@ -150,22 +147,14 @@ class SeedcastWorkerExtension:
             tensor = master[name]
             return tensor_noise(seed, name, tensor.shape, tensor.device).mul_(scale).add_(tensor)
 
-        self._seedcast_perturbed = True
         self._seedcast_write(self._seedcast_cast_tensors(perturbed))
-
-    def seedcast_end_perturbation(self) -> None:
-        """Allow the next perturbation; the backend writes cast(master) before the weights are used."""
-        self._seedcast_perturbed = False
 
     def seedcast_restore(self) -> None:
         """Write cast(master) back: bit-exact, since the cast is deterministic."""
         self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
-        self._seedcast_perturbed = False
 
     def seedcast_apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += Σ coeff·ε(seed) in float32, terms in order, then write cast(master)."""
-        if self._seedcast_perturbed:
-            raise RuntimeError("apply_update() called during a perturbation; call restore() first")
         apply_update_terms(self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads)
         self.seedcast_restore()
 
