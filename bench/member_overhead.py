@@ -9,6 +9,8 @@ from elsewhere on the machine affects both sides alike. Prints a table and write
 
     python bench/member_overhead.py                           # bundled SmolLM2-135M, 32 prompts
     python bench/member_overhead.py --pair-cache              # one noise draw per mirrored pair
+    python bench/member_overhead.py --noise table             # perturb from the shared noise table
+    python bench/member_overhead.py --gsm8k ../shared/data/gsm8k/test.jsonl --max-new-tokens 128  # longer answers
     python bench/member_overhead.py --model DIR --prompts 64 --max-new-tokens 32 --repeats 7
 """
 
@@ -20,9 +22,12 @@ import json
 import resource
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from seedcast.evaluators.datasets import DatasetSpec, load_problems
+from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION
 from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION, synthetic_problems
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend, Sampling
@@ -32,8 +37,13 @@ from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 
 
-async def measure(backend: Backend, prompts: list[pb.Problem], sampling: pb.SamplingParams, repeats: int) -> list:
+async def measure(backend: Backend, prompts: list[pb.Problem], evaluator: str, sampling: pb.SamplingParams,
+                  repeats: int) -> list:
     running = await start_server(backend, "127.0.0.1", 0)
+    # The reference runs on one long-lived thread, as the server's backend work does: a fresh thread per call
+    # would start a fresh OpenMP team and slow the reference down, flattering the ratio.
+    reference_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference")
+    loop = asyncio.get_running_loop()
     plain = Sampling(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,
                      samples_per_prompt=sampling.samples_per_prompt, seed=sampling.seed)
     rows = []
@@ -41,16 +51,17 @@ async def measure(backend: Backend, prompts: list[pb.Problem], sampling: pb.Samp
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stream = pb_grpc.InferenceServerStub(channel).Evaluate()
             await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, problems=prompts,
-                                                                       evaluator="synthetic")))
+                                                                       evaluator=evaluator)))
             texts = [p.prompt for p in prompts]
             for repeat in range(repeats + 1):  # the first round warms up and is not counted
                 generate_only, member, timings, tokens = 0.0, 0.0, [], 0
                 for sign in (1, -1):
-                    # A vllm server defers restoring until its next generation; write it now, outside the
+                    # Servers defer restoring until the weights are next read, and skip it when the next member's
+                    # perturbation overwrites them (the steady state of a server). Write it now, outside the
                     # timing, so the reference is generation alone.
-                    await asyncio.to_thread(getattr(backend, "sync_weights", lambda: None))
+                    await loop.run_in_executor(reference_thread, backend.sync_weights)
                     started = time.perf_counter()
-                    await asyncio.to_thread(backend.generate, texts, plain)
+                    await loop.run_in_executor(reference_thread, backend.generate, texts, plain)
                     generate_only += time.perf_counter() - started
                     started = time.perf_counter()
                     await stream.write(pb.EvaluateRequest(task=pb.MemberTask(
@@ -61,12 +72,15 @@ async def measure(backend: Backend, prompts: list[pb.Problem], sampling: pb.Samp
                     timings.append(answer.result.timings)
                     tokens += sum(answer.result.completion_tokens)
                 if repeat:
+                    phases = {f"{phase}_s": sum(getattr(t, f"{phase}_seconds") for t in timings) / 2
+                              for phase in ("perturb", "generate", "score", "restore")}
+                    # The same ratio from the server's own phase timings (no gRPC, no client): steadier.
                     rows.append({"generate_only_s": generate_only / 2, "member_s": member / 2, "tokens": tokens / 2,
                                  "ratio": member / generate_only,
-                                 **{f"{phase}_s": sum(getattr(t, f"{phase}_seconds") for t in timings) / 2
-                                    for phase in ("perturb", "generate", "score", "restore")}})
+                                 "server_ratio": sum(phases.values()) / phases["generate_s"], **phases})
             await stream.done_writing()
     finally:
+        reference_thread.shutdown()
         await running.stop(0)
     return rows
 
@@ -82,31 +96,48 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto", help="inference dtype (default: auto)")
     parser.add_argument("--pair-cache", action="store_true",
                         help="one noise draw per mirrored pair (serve --pair-cache)")
+    parser.add_argument("--gsm8k", default=None, metavar="JSONL",
+                        help="use the first --prompts GSM8K problems of this file (long answers) instead of the "
+                             "synthetic task (answers of a few tokens)")
+    parser.add_argument("--noise", default="gaussian", choices=["gaussian", "table"],
+                        help="noise kind (serve --noise; default: gaussian)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
     extra = {"pair_cache": True} if args.pair_cache else {}
-    backend = create_backend(args.backend, args.model, device="cpu", dtype=args.dtype, threads=args.threads, **extra)
-    problems = [pb.Problem(prompt=f"{p.prompt}\n\n{SYNTHETIC_INSTRUCTION}", reference=p.reference)
-                for p in synthetic_problems(args.prompts, 2, 0)]
+    backend = create_backend(args.backend, args.model, device="cpu", dtype=args.dtype, threads=args.threads,
+                             noise=args.noise, **extra)
+    if args.gsm8k:
+        source, instruction, evaluator = load_problems(DatasetSpec("gsm8k", args.gsm8k, limit=args.prompts)), \
+            GSM8K_INSTRUCTION, "gsm8k"
+    else:
+        source, instruction, evaluator = synthetic_problems(args.prompts, 2, 0), SYNTHETIC_INSTRUCTION, "synthetic"
+    problems = [pb.Problem(prompt=f"{p.prompt}\n\n{instruction}", reference=p.reference) for p in source]
     sampling = pb.SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
                                  samples_per_prompt=1, seed=0)
-    rows = asyncio.run(measure(backend, problems, sampling, args.repeats))
+    rows = asyncio.run(measure(backend, problems, evaluator, sampling, args.repeats))
     print("per member, averaged over a mirrored pair")
-    print(f"{'round':>5}{'generate only s':>17}{'member s':>10}{'ratio':>8}{'perturb s':>11}{'restore s':>11}")
+    print(f"{'round':>5}{'generate only s':>17}{'member s':>10}{'ratio':>8}{'perturb s':>11}{'restore s':>11}"
+          f"{'server ratio':>14}")
     for index, row in enumerate(rows, 1):
         print(f"{index:>5}{row['generate_only_s']:>17.3f}{row['member_s']:>10.3f}{row['ratio']:>8.3f}"
-              f"{row['perturb_s']:>11.3f}{row['restore_s']:>11.3f}")
+              f"{row['perturb_s']:>11.3f}{row['restore_s']:>11.3f}{row['server_ratio']:>14.3f}")
     median = statistics.median(row["ratio"] for row in rows)
+    server_median = statistics.median(row["server_ratio"] for row in rows)
     info = backend.info()
     member_s = statistics.median(row["member_s"] for row in rows)
     tokens_per_s = statistics.median(row["tokens"] / row["member_s"] for row in rows)
     print(f"\n{info.backend}: median member {member_s:.3f} s, {tokens_per_s:.0f} generated tokens/s through the server")
     print(f"median ES overhead ratio: {median:.3f} ({info.model}, {info.dtype}, {args.prompts} prompts, "
-          f"{args.max_new_tokens} new tokens, pair cache {'on' if args.pair_cache else 'off'})")
+          f"{'GSM8K' if args.gsm8k else 'synthetic'}, {args.max_new_tokens} new tokens, "
+          f"pair cache {'on' if args.pair_cache else 'off'}, {args.noise} noise)")
+    print(f"median from the server's own timings (perturb + generate + score + restore) / generate: "
+          f"{server_median:.3f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"backend": info.backend, "model": info.model, "dtype": info.dtype, "pair_cache": args.pair_cache,
-                       "median_ratio": median, "median_member_s": member_s, "median_tokens_per_s": tokens_per_s,
+                       "noise": args.noise,
+                       "median_ratio": median, "median_server_ratio": server_median, "median_member_s": member_s,
+                       "median_tokens_per_s": tokens_per_s,
                        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                        "rows": rows}, handle, indent=2)
 

@@ -6,7 +6,7 @@ nothing one side allocated counts against another:
 - plain inference: load the model in the inference dtype, generate the batch (what a serving
   process needs);
 - ES server: `seedcast serve` (the real gRPC server) evaluating mirrored members on the batch and
-  applying one update, driven over loopback; once plain and once with `--pair-cache`;
+  applying one update, driven over loopback; plain, with `--pair-cache` and with `--noise table`;
 - GRPO: the peak recorded by `seedcast grpo` (`summary.json`) for the same model and batch, or one
   GRPO step run here with `--grpo-steps 1`.
 
@@ -68,7 +68,8 @@ def plain_inference_peak(model: str, prompts: int, tokens: int) -> int:
     return int(line.split()[1]) * 1024
 
 
-async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pair_cache: bool = False) -> int:
+async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pair_cache: bool = False,
+                         noise: str = "gaussian") -> int:
     """Peak RSS of a real `seedcast serve` process after mirrored members and one update."""
     import grpc
 
@@ -79,7 +80,7 @@ async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pa
     with tempfile.TemporaryDirectory() as scratch:
         ready = Path(scratch) / "ready.json"
         command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", model, "--port", "0",
-                   "--ready-file", str(ready), *(["--pair-cache"] if pair_cache else [])]
+                   "--ready-file", str(ready), "--noise", noise, *(["--pair-cache"] if pair_cache else [])]
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
@@ -138,9 +139,11 @@ def main() -> None:
     inference = plain_inference_peak(args.model, args.prompts, args.max_new_tokens)
     es = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members))
     cached = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members, pair_cache=True))
+    table = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members, noise="table"))
     rows = [("plain inference", inference, "fresh process: load + generate the batch"),
             ("ES server", es, f"seedcast serve: {args.members} mirrored members + 1 update"),
-            ("ES server --pair-cache", cached, "the same, one more inference-dtype copy of the weights")]
+            ("ES server --pair-cache", cached, "the same, one more inference-dtype copy of the weights"),
+            ("ES server --noise table", table, "the same as ES server, plus the 64 MiB noise table")]
     if args.grpo_run or args.grpo_steps:
         grpo, source = grpo_peak(args.grpo_run, args.grpo_steps, args.model, args.prompts, args.max_new_tokens)
         rows.append(("TRL GRPO training", grpo, source))

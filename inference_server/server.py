@@ -54,6 +54,7 @@ class ServeOptions:
     dtype: str = "auto"
     threads: int | None = None
     pair_cache: bool = False
+    noise: str = "gaussian"
     cpu_cores: str | None = None
     kv_cache_gib: float = 1.0
     gpu_memory_utilization: float | None = None
@@ -139,7 +140,7 @@ async def serve(options: ServeOptions) -> None:
     elif options.cpu_cores or options.gpu_memory_utilization is not None:
         raise SystemExit("error: --cpu-cores and --gpu-memory-utilization apply to --backend vllm only")
     backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
-                             threads=options.threads, **extra)
+                             threads=options.threads, noise=options.noise, **extra)
     limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)
     running = await start_server(backend, options.host, options.port, limits, REGISTRY, security,
                                  options.max_concurrent_rpcs)

@@ -199,7 +199,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         """The step, fingerprint and what the backend holds."""
         info = self.backend.info()
         return pb.ServerState(step=self.step, weights_fingerprint=self.fingerprint, model=info.model,
-                              backend=info.backend, device=info.device, dtype=info.dtype, parameters=info.parameters)
+                              backend=info.backend, device=info.device, dtype=info.dtype, parameters=info.parameters,
+                              noise=info.noise)
 
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:
         """n completions per problem on the current weights, scored when an evaluator is named."""

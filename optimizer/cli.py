@@ -27,7 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     from seedcast.inference_server.server import ServeOptions, serve
 
     options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
-                           dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache,
+                           dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache, noise=args.noise,
                            cpu_cores=args.cpu_cores, kv_cache_gib=args.kv_cache_gib,
                            gpu_memory_utilization=args.gpu_memory_utilization,
                            ready_file=args.ready_file,
@@ -234,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="hf backend: compute a mirrored member's partner weights with the same noise draw and "
                             "keep them for the next member (one more copy of the weights in the inference dtype; "
                             "saves a noise draw per pair)")
+    serve.add_argument("--noise", default="gaussian", choices=["gaussian", "table"],
+                       help="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of Gaussian "
+                            "samples (64 MiB), about 4x cheaper to perturb on a CPU. Must match the run's es.noise "
+                            "(default: gaussian)")
     serve.add_argument("--cpu-cores", default=None, metavar="LIST",
                        help="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 (default: the first "
                             "--threads cores)")
@@ -352,7 +356,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
     from seedcast.inference_server.vllm_support import BackendUnavailableError, MasterMemoryError
     from seedcast.optimizer.client import ServerUnreachableError
     from seedcast.optimizer.config import ConfigError
-    from seedcast.optimizer.fleet import FingerprintMismatchError
+    from seedcast.optimizer.fleet import FingerprintMismatchError, NoiseMismatchError
     from seedcast.optimizer.grpo import GRPOUnavailableError
     from seedcast.optimizer.local_fleet import LocalServerError
     from seedcast.optimizer.run_dir import CorruptRunError
@@ -360,7 +364,7 @@ def _expected_errors() -> tuple[type[Exception], ...]:
 
     return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
             LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError,
-            GRPOUnavailableError, BackendUnavailableError, MasterMemoryError)
+            GRPOUnavailableError, BackendUnavailableError, MasterMemoryError, NoiseMismatchError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
 """`seedcast export RUN_DIR --out DIR`: replay the update log onto the base model, write a HF folder.
 
-The replay uses the same float32 update code as the servers, on the CPU by default. Noise from a
-seed is identical on one device type only, so a run trained on CUDA servers must be exported with
-`--device cuda` to reproduce its weights bit for bit.
+The replay uses the same float32 update code and the run's noise kind (`es.noise`), on the CPU by
+default. `gaussian` noise from a seed is identical on one device type only, so a run trained with it
+on CUDA servers must be exported with `--device cuda` to reproduce its weights bit for bit; `table`
+noise is the same on every device.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from seedcast.inference_server.model_source import load_model_and_tokenizer
-from seedcast.inference_server.noise import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
 from seedcast.optimizer.run_dir import RunDirectory
 
 
@@ -28,8 +29,9 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     model, tokenizer = load_model_and_tokenizer(config.model.name)
     model.to(device)
     master = {name: param.data for name, param in model.named_parameters()}
+    source = noise_source(config.es.noise)
     for record in tqdm(records, desc="replaying updates", unit="step", disable=not show_progress):
-        apply_update_terms(master, record.terms)
+        apply_update_terms(master, record.terms, source=source)
     return model, tokenizer, weights_fingerprint(master), len(records)
 
 

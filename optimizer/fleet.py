@@ -34,6 +34,10 @@ class FingerprintMismatchError(RuntimeError):
     """Replicas that should hold identical weights do not, and no strict majority agrees."""
 
 
+class NoiseMismatchError(RuntimeError):
+    """A server draws a different kind of noise than the run: its members would not match the updates."""
+
+
 class Fleet:
     """The servers of one run; `active` is the list the scheduler hands members to."""
 
@@ -85,6 +89,14 @@ class Fleet:
     async def _sync(self, client: ServerClient, strict: bool) -> str:
         """Replay the steps the server lacks; a server ahead of the log is an error (strict) or fenced."""
         state = await client.state()
+        noise = state.noise or "gaussian"  # servers that predate the field draw gaussian noise
+        if noise != self.config.es.noise:
+            message = (f"server {client.address} perturbs with {noise} noise but this run uses "
+                       f"es.noise={self.config.es.noise}; restart it with `seedcast serve --noise "
+                       f"{self.config.es.noise}`")
+            if strict:
+                raise NoiseMismatchError(message)
+            return f"{noise}-noise"  # fenced: it can never agree with the fleet
         if state.step > len(self.records):
             message = (f"server {client.address} is at step {state.step} but the run log has {len(self.records)} "
                        "steps; restart it so it reloads the base model")

@@ -63,7 +63,7 @@ class LocalFleet:
             command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                        "--backend", model.backend, "--model", model.name, "--device", model.device,
                        "--dtype", model.dtype, "--threads", str(self.threads_per_server()),
-                       "--ready-file", str(ready)]
+                       "--noise", self.config.es.noise, "--ready-file", str(ready)]
             # Local servers accept exactly the evaluator this run scores with.
             command += ["--allow-evaluator", self.config.task.evaluator_spec()]
             if self.config.fleet.pair_cache:

@@ -165,7 +165,7 @@ class StateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerState(_message.Message):
-    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters")
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise")
     STEP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +173,7 @@ class ServerState(_message.Message):
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
     step: int
     weights_fingerprint: str
     model: str
@@ -180,7 +181,8 @@ class ServerState(_message.Message):
     device: str
     dtype: str
     parameters: int
-    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ...) -> None: ...
+    noise: str
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")

@@ -11,19 +11,27 @@ import torch
 
 from seedcast.inference_server.backends import BACKENDS, create_backend
 from seedcast.inference_server.backends.base import Backend, Sampling
-from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
+from seedcast.inference_server.noise import NOISE_KINDS, apply_update_terms, noise_source, weights_fingerprint
 
 CONTRACT_BACKENDS = ["hf"]
 
 
-@pytest.fixture(params=CONTRACT_BACKENDS)
+@pytest.fixture(params=[(backend, noise) for backend in CONTRACT_BACKENDS for noise in NOISE_KINDS],
+                ids=lambda param: "-".join(param))
 def make_backend(request, tiny_model_dir):
+    backend_name, noise = request.param
+
     def make(dtype: str = "bfloat16") -> Backend:
-        return create_backend(request.param, tiny_model_dir, device="cpu", dtype=dtype, threads=2)
+        return create_backend(backend_name, tiny_model_dir, device="cpu", dtype=dtype, threads=2, noise=noise)
     return make
 
 
+def _noise(backend: Backend):
+    return noise_source(backend.info().noise)
+
+
 def _inference_weights(backend) -> dict[str, torch.Tensor]:
+    backend.sync_weights()  # read directly, past generate(): write a deferred restore first
     return {name: param.detach().clone() for name, param in backend.model.named_parameters()}
 
 
@@ -43,6 +51,32 @@ def test_restore_is_bit_exact(make_backend, dtype):
     assert all(torch.equal(before[n], after[n]) for n in before)
 
 
+def test_generation_after_a_restore_uses_the_restored_weights(make_backend):
+    backend = make_backend()
+    greedy = Sampling(temperature=0.0, max_new_tokens=8)
+    prompts = ["What is 1 + 2?", "Say something.", "Count to five."]
+
+    def texts() -> list[str]:
+        return [group[0].text for group in backend.generate(prompts, greedy)]
+
+    base = texts()
+    backend.perturb(seed=1, sigma=0.5, sign=1)
+    perturbed = texts()
+    backend.restore()
+    assert perturbed != base  # the perturbation shows in the answers, so the next check can fail
+    assert texts() == base
+
+
+def test_a_perturbation_right_after_a_restore_leaves_no_trace_of_the_first(make_backend):
+    backend, fresh = make_backend(), make_backend()
+    backend.perturb(seed=1, sigma=0.05, sign=1)
+    backend.restore()  # deferred: the next perturbation overwrites every weight instead
+    backend.perturb(seed=2, sigma=0.05, sign=-1)
+    fresh.perturb(seed=2, sigma=0.05, sign=-1)
+    assert all(torch.equal(a, b) for a, b in zip(_inference_weights(backend).values(),
+                                                 _inference_weights(fresh).values()))
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_master_never_shares_memory_with_the_inference_weights(make_backend, dtype):
     backend = make_backend(dtype)
@@ -54,18 +88,20 @@ def test_master_never_shares_memory_with_the_inference_weights(make_backend, dty
 
 def test_perturbation_is_cast_of_master_plus_sigma_noise(make_backend):
     backend = make_backend("bfloat16")
-    name, master = next(iter(backend.master.items()))
     backend.perturb(seed=5, sigma=0.01, sign=1)
-    expected = (master + 0.01 * tensor_noise(5, name, master.shape)).to(torch.bfloat16)
-    assert torch.equal(dict(backend.model.named_parameters())[name].detach(), expected)
+    params = dict(backend.model.named_parameters())
+    for name, master in backend.master.items():
+        expected = (master + 0.01 * _noise(backend).noise(5, name, master.shape)).to(torch.bfloat16)
+        assert torch.equal(params[name].detach(), expected), name
     backend.restore()
 
 
-def test_pair_cache_gives_the_partner_bit_for_bit_and_never_outlives_an_update(tiny_model_dir):
+@pytest.mark.parametrize("noise", NOISE_KINDS)
+def test_pair_cache_gives_the_partner_bit_for_bit_and_never_outlives_an_update(tiny_model_dir, noise):
     from seedcast.inference_server.backends.hf import HFBackend
 
-    cached = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, pair_cache=True)
-    plain = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    cached = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, pair_cache=True, noise=noise)
+    plain = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, noise=noise)
     for sign in (1, -1):  # the first half of a pair, then its partner (served from the cache)
         for backend in (cached, plain):
             backend.perturb(seed=11, sigma=0.05, sign=sign)
@@ -104,11 +140,11 @@ def test_live_update_equals_replayed_log(make_backend, tiny_model_dir):
     model, _ = load_model_and_tokenizer(tiny_model_dir)
     master = {name: p.data for name, p in model.named_parameters()}
     for terms in log:
-        apply_update_terms(master, terms)
+        apply_update_terms(master, terms, source=_noise(backend))
     assert weights_fingerprint(master) == backend.fingerprint()
     # and the inference weights were re-cast from the updated master
     name = next(iter(master))
-    assert torch.equal(dict(backend.model.named_parameters())[name].detach(), master[name].to(torch.bfloat16))
+    assert torch.equal(_inference_weights(backend)[name], master[name].to(torch.bfloat16))
 
 
 def test_two_replicas_fed_the_same_updates_agree(make_backend):

@@ -109,3 +109,28 @@ def test_help_documents_every_option(command, capsys):
     for line in text.splitlines():
         if line.strip().startswith("--") and "  " in line.strip():
             assert line.strip().split("  ", 1)[1].strip(), f"undocumented option: {line}"
+
+
+def test_table_noise_run_is_reproduced_by_export(tmp_path, tiny_model_dir):
+    overrides = _overrides(tiny_model_dir, **{"fleet.local": 1, "eval_every": 0, "es.noise": "table"})
+    run, _ = _train(tmp_path / "run", overrides)
+    assert all(record.terms for record in run.updates())
+    out = tmp_path / "exported"
+    assert main(["export", str(run.path), "--out", str(out)]) == 0  # replays with the run's table noise
+    assert json.loads((out / "seedcast_export.json").read_text())["matches_servers"] is True
+
+
+def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_model_dir, capsys):
+    from tests.server_processes import ServerProcess
+
+    server = ServerProcess(tiny_model_dir, tmp_path, "gaussian-server").start()
+    try:
+        code = main(["train", "--no-progress", "--run-dir", str(tmp_path / "run"), "--servers", server.address,
+                     f"model.name={tiny_model_dir}", "es.noise=table",
+                     "task.evaluator=tests.tiny_model:digit_fraction_reward"])
+    finally:
+        server.stop()
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"server {server.address} perturbs with gaussian noise but this run uses es.noise=table" in err
+    assert "seedcast serve --noise table" in err

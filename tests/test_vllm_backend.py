@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from seedcast.inference_server.backends.base import Sampling
-from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
+from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
 from tests.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.vllm
@@ -88,11 +88,31 @@ def test_restore_is_bit_exact(engine):
 
 def _perturbed_hf_piece(backend, name: str, seed: int, sign: int) -> torch.Tensor:
     master = master_tensor(backend, name)
-    return (master + sign * SIGMA * tensor_noise(seed, name, master.shape)).to(torch.bfloat16)
+    noise = noise_source(backend.info().noise).noise(seed, name, master.shape)
+    return (master + sign * SIGMA * noise).to(torch.bfloat16)
 
 
 def test_fused_tensors_are_the_hf_pieces_perturbed_by_their_own_noise(engine):
     """qkv_proj = [q; k; v] and gate_up_proj = [gate; up], each piece cast(master + σ·ε(seed, HF name))."""
+    _assert_fused_tensors_are_perturbed_hf_pieces(engine)
+
+
+def test_table_noise_perturbs_and_updates_like_the_hf_backend(vllm_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    table = _engine(vllm_model_dir, noise="table")
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="table")
+    assert table.info().noise == "table"
+    for backend in (table, hf):
+        backend.apply_update(UPDATE)
+    assert table.fingerprint() == hf.fingerprint()
+    gaussian = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    gaussian.apply_update(UPDATE)
+    assert table.fingerprint() != gaussian.fingerprint()  # so the equality above is about the noise kind
+    _assert_fused_tensors_are_perturbed_hf_pieces(table)
+
+
+def _assert_fused_tensors_are_perturbed_hf_pieces(engine) -> None:
     engine.perturb(seed=5, sigma=SIGMA, sign=-1)
     try:
         weights = engine_weights(engine)

@@ -40,6 +40,7 @@ class BackendInfo:
     device: str
     dtype: str
     parameters: int
+    noise: str = "gaussian"  # the noise kind perturbations and updates use (noise.NOISE_KINDS)
 
 
 @runtime_checkable
@@ -49,7 +50,8 @@ class Backend(Protocol):
     Invariants every implementation keeps (pinned by the contract test):
     - between calls the inference weights equal cast(master), where master is float32;
     - `perturb` sets weights to cast(master + sign * sigma * noise(seed)); `restore` makes them
-      bit-identical to before the perturbation (by copying from master, never by subtracting);
+      bit-identical to before the perturbation (by copying from master, never by subtracting), at the
+      latest when they are next read (`sync_weights`);
     - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order.
     """
 
@@ -59,7 +61,12 @@ class Backend(Protocol):
         """Write the perturbed weights; only one perturbation may be active at a time."""
 
     def restore(self) -> None:
-        """Return the inference weights to cast(master), bit-exactly."""
+        """Return the inference weights to cast(master), bit-exactly (the write may be deferred until
+        the weights are next read, see sync_weights)."""
+
+    def sync_weights(self) -> None:
+        """Write any deferred restore now; generate calls it first, and so must anything else that reads
+        the inference weights directly."""
 
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += sum(coeff * noise(seed)) in float32, then re-cast the inference weights."""

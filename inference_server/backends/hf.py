@@ -4,6 +4,9 @@ Memory layout: the float32 master copy (the truth, updated by ES steps) plus the
 in the chosen dtype (bf16 by default where native), which always equal cast(master) between calls.
 A perturbation writes cast(master + sign·σ·ε) into the inference weights; restore copies master
 back, which is exact because the cast is deterministic. Noise is never subtracted from weights.
+The copy is deferred until something reads the inference weights (`sync_weights`, which generate
+calls first) and skipped when the next perturbation overwrites them all anyway: a member that
+follows a member pays no restore.
 With `pair_cache`, one more inference-dtype copy holds cast(master − sign·σ·ε), computed from the
 same noise draw, for the mirrored partner that usually follows on the same server.
 
@@ -18,7 +21,13 @@ import torch
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
 from seedcast.inference_server.devices import resolve_device, resolve_dtype
 from seedcast.inference_server.model_source import load_model_and_tokenizer
-from seedcast.inference_server.noise import apply_update_terms, for_each_tensor, tensor_noise, weights_fingerprint
+from seedcast.inference_server.noise import (
+    apply_update_terms,
+    for_each_tensor,
+    noise_source,
+    weights_fingerprint,
+    write_perturbed,
+)
 
 
 def chat_text(tokenizer, user_message: str, system_prompt: str = "") -> str:
@@ -42,7 +51,8 @@ class HFBackend:
     supports_entropy = True
 
     def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
-                 max_batch: int = 256, pair_cache: bool = False) -> None:
+                 max_batch: int = 256, pair_cache: bool = False, noise: str = "gaussian") -> None:
+        self.noise = noise_source(noise)  # first: an unknown kind fails before the model loads
         if threads:
             torch.set_num_threads(threads)
         self.model_spec = model
@@ -61,8 +71,10 @@ class HFBackend:
             for name, param in cpu_model.named_parameters()
         }
         self.model = cpu_model.to(self.device, self.dtype)
+        self.noise.prepare(self.device)
         self.params = dict(self.model.named_parameters())
         self.perturbed = False
+        self._restore_pending = False  # the inference weights still hold a perturbation restore() undid
         # Mirrored pairs: perturbing with +σε also writes cast(master − σε) here, so the partner member
         # costs a copy instead of a second noise draw (one more inference-dtype copy of the weights).
         self.pair_cache = pair_cache
@@ -78,6 +90,13 @@ class HFBackend:
         with torch.no_grad():
             for name, param in self.params.items():
                 param.copy_(self.master[name])
+        self._restore_pending = False
+
+    def sync_weights(self) -> None:
+        """Write a pending restore now: afterwards the inference weights are cast(master) or the active
+        perturbation. Everything that reads the inference weights calls this first."""
+        if self._restore_pending:
+            self._sync_inference_weights()
 
     def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
         """Write cast(master + sign·σ·ε(seed)) into the inference weights."""
@@ -85,6 +104,7 @@ class HFBackend:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
         key = (int(seed), float(sigma), int(sign))
         self.perturbed = True
+        self._restore_pending = False  # every inference weight is overwritten below
         if self._mirror_key == key:  # the partner of the previous member: computed with its noise
             with torch.no_grad():
                 for name, param in self.params.items():
@@ -96,12 +116,11 @@ class HFBackend:
         mirror = self._mirror
 
         def perturb_one(name: str) -> None:
-            master = self.master[name]
-            step = tensor_noise(seed, name, master.shape, master.device).mul_(scale)  # sign·σ·ε
+            # master − sign·σ·ε == master + (−sign)·σ·ε bit for bit (negation is exact), so the mirror
+            # holds what perturbing the partner would write.
+            targets = [(self.params[name], 1), *([(mirror[name], -1)] if mirror else [])]
             with torch.no_grad():
-                if mirror:  # master − step == master + (−sign)·σ·ε bit for bit: negation is exact
-                    mirror[name].copy_(torch.sub(master, step))
-                self.params[name].copy_(step.add_(master))  # in place: no second allocation per tensor
+                write_perturbed(self.master[name], self.noise, seed, name, scale, targets)
 
         self._mirror_key = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)
@@ -109,8 +128,9 @@ class HFBackend:
             self._mirror_key = (key[0], key[1], -key[2])
 
     def restore(self) -> None:
-        """Copy master back into the inference weights (bit-exact)."""
-        self._sync_inference_weights()
+        """Return to cast(master), bit-exactly; the copy is written by the next sync_weights (or skipped when
+        a perturbation comes first)."""
+        self._restore_pending = self.perturbed or self._restore_pending
         self.perturbed = False
 
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
@@ -118,7 +138,7 @@ class HFBackend:
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self._mirror_key = None  # cached partners were computed from the old master
-        apply_update_terms(self.master, terms, self.threads)
+        apply_update_terms(self.master, terms, self.threads, self.noise)
         self._sync_inference_weights()
 
     def fingerprint(self) -> str:
@@ -130,7 +150,7 @@ class HFBackend:
         return BackendInfo(
             model=self.model_spec, backend=self.name, device=str(self.device),
             dtype=str(self.dtype).removeprefix("torch."),
-            parameters=sum(t.numel() for t in self.master.values()),
+            parameters=sum(t.numel() for t in self.master.values()), noise=self.noise.kind,
         )
 
     # ----- generation ----------------------------------------------------------------------
@@ -141,6 +161,7 @@ class HFBackend:
     def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
                  with_entropy: bool = False) -> list[list[Completion]]:
         """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows."""
+        self.sync_weights()
         texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(sampling.samples_per_prompt)]
         torch.manual_seed(sampling.seed)
         completions: list[Completion] = []

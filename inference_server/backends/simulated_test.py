@@ -12,7 +12,7 @@ import time
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.noise import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
 
 
 class SimulatedLatencyTestBackend:
@@ -21,8 +21,9 @@ class SimulatedLatencyTestBackend:
     name = "simulated-test"
     supports_entropy = True
 
-    def __init__(self, latency_seconds: float = 0.01) -> None:
+    def __init__(self, latency_seconds: float = 0.01, noise: str = "gaussian") -> None:
         self.latency_seconds = latency_seconds
+        self.noise = noise_source(noise)
         self.master = {"w": torch.zeros(8)}
         self.active_seed: int | None = None
 
@@ -32,8 +33,11 @@ class SimulatedLatencyTestBackend:
     def restore(self) -> None:
         self.active_seed = None
 
+    def sync_weights(self) -> None:
+        """Nothing is deferred here."""
+
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
-        apply_update_terms(self.master, terms, threads=1)
+        apply_update_terms(self.master, terms, threads=1, source=self.noise)
 
     def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
                  with_entropy: bool = False) -> list[list[Completion]]:
@@ -46,4 +50,5 @@ class SimulatedLatencyTestBackend:
         return weights_fingerprint(self.master)
 
     def info(self) -> BackendInfo:
-        return BackendInfo(model="simulated", backend=self.name, device="none", dtype="float32", parameters=8)
+        return BackendInfo(model="simulated", backend=self.name, device="none", dtype="float32", parameters=8,
+                           noise=self.noise.kind)

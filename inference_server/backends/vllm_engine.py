@@ -31,6 +31,7 @@ from seedcast.inference_server.backends.base import BackendInfo, Completion, Sam
 from seedcast.inference_server.backends.hf import PerturbationStateError, chat_text
 from seedcast.inference_server.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.devices import resolve_dtype
+from seedcast.inference_server.noise import noise_source
 from seedcast.inference_server.vllm_support import (
     BackendUnavailableError,
     check_architecture,
@@ -52,7 +53,8 @@ class VLLMBackend:
                  pair_cache: bool = False, cpu_cores: str | None = None, kv_cache_gib: float = 1.0,
                  gpu_memory_utilization: float | None = None, tensor_parallel_size: int = 1,
                  max_model_len: int | None = None, enforce_eager: bool = False,
-                 reset_prefix_cache: bool = True) -> None:
+                 reset_prefix_cache: bool = True, noise: str = "gaussian") -> None:
+        self.noise = noise_source(noise).kind  # an unknown kind fails before vLLM starts
         if pair_cache:
             raise BackendUnavailableError("--pair-cache is a feature of the hf backend; the vllm backend does not "
                                           "support it")
@@ -88,7 +90,8 @@ class VLLMBackend:
             worker_extension_cls=WORKER_EXTENSION, enable_prefix_caching=True, disable_log_stats=False,
             **engine_options)
         self._sampling_params = vllm.SamplingParams
-        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads))
+        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads,
+                                                                  self.noise))
         self.parameters = replies[0]["parameters"]
         self.weight_path = replies[0]["weight_path"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.location)
@@ -144,7 +147,8 @@ class VLLMBackend:
     def info(self) -> BackendInfo:
         """What this backend holds."""
         return BackendInfo(model=self.model_spec, backend=self.name, device=str(self.device),
-                           dtype=str(self.dtype).removeprefix("torch."), parameters=self.parameters)
+                           dtype=str(self.dtype).removeprefix("torch."), parameters=self.parameters,
+                           noise=self.noise)
 
     # ----- generation ----------------------------------------------------------------------
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:

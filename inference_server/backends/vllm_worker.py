@@ -5,7 +5,7 @@ vLLM mixes this class into its worker (`worker_extension_cls`) and the `vllm` ba
 method is prefixed `seedcast_` so it can never clash with the worker's own.
 
 The master is keyed by the Hugging Face parameter names (those of `named_parameters()`, exactly as in
-the `hf` backend) and the noise comes from `noise.tensor_noise` under those names. New weights are
+the `hf` backend) and the noise comes from the run's noise source under those names. New weights are
 handed to vLLM as HF-named tensors through the model's own weight loaders, which fuse `q/k/v` into
 `qkv_proj` and `gate/up` into `gate_up_proj` and slice tensor-parallel shards. So a fused tensor is the
 concatenation of the HF pieces' noise and a seed is the same perturbation on both backends.
@@ -33,7 +33,7 @@ from itertools import islice
 
 import torch
 
-from seedcast.inference_server.noise import apply_update_terms, tensor_noise, weights_fingerprint
+from seedcast.inference_server.noise import apply_update_terms, noise_source, perturbed_master, weights_fingerprint
 from seedcast.inference_server.vllm_support import check_master_fits
 
 _REPACK_FLAG = "_seedcast_repack"
@@ -89,7 +89,7 @@ install_repackable_cpu_gemm()
 class SeedcastWorkerExtension:
     """Mixed into the vLLM worker; see the module docstring. State lives in `_seedcast_*` attributes."""
 
-    def seedcast_init(self, model_location: str, parameters: int, threads: int = 1) -> dict:
+    def seedcast_init(self, model_location: str, parameters: int, threads: int = 1, noise: str = "gaussian") -> dict:
         """Check the master fits, load it in float32 from the HF checkpoint, and write cast(master)."""
         from seedcast.inference_server.model_source import load_model_and_tokenizer
 
@@ -98,6 +98,8 @@ class SeedcastWorkerExtension:
         model = self.model_runner.get_model()
         self._seedcast_dtype = self.model_config.dtype
         self._seedcast_threads = max(1, threads) if device.type == "cpu" else 1
+        self._seedcast_noise = noise_source(noise)
+        self._seedcast_noise.prepare(device)
         hf_model, _ = load_model_and_tokenizer(model_location)
         parameters = sum(p.numel() for p in hf_model.parameters())
         # named_parameters() names a tied weight once, under its canonical name, as the hf backend does.
@@ -144,8 +146,7 @@ class SeedcastWorkerExtension:
         master = self._seedcast_master
 
         def perturbed(name: str) -> torch.Tensor:
-            tensor = master[name]
-            return tensor_noise(seed, name, tensor.shape, tensor.device).mul_(scale).add_(tensor)
+            return perturbed_master(master[name], self._seedcast_noise, seed, name, scale)
 
         self._seedcast_write(self._seedcast_cast_tensors(perturbed))
 
@@ -155,7 +156,8 @@ class SeedcastWorkerExtension:
 
     def seedcast_apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += Σ coeff·ε(seed) in float32, terms in order, then write cast(master)."""
-        apply_update_terms(self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads)
+        apply_update_terms(self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads,
+                           self._seedcast_noise)
         self.seedcast_restore()
 
     def seedcast_fingerprint(self) -> str:
