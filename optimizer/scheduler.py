@@ -12,7 +12,8 @@ a fast server simply takes more members (no lock-step waves). Failure handling:
 
 Members that take under `FAST_MEMBER_SECONDS` (simulated servers, tiny models) would leave the
 optimizer spending its time on one gRPC message each way per member; for those it sends several
-members per message (`MemberTasks`), sized so every server still gets about two messages per iteration.
+members per message (`MemberTasks`), sized so every server gets one message per iteration (at most
+MAX_MEMBERS_PER_MESSAGE members, so small fleets get several).
 Real members (tenths of a second and more) always go one per message, so a server never holds
 members another server could take.
 """
@@ -37,6 +38,9 @@ log = logging.getLogger("seedcast.scheduler")
 
 FAST_MEMBER_SECONDS = 0.002  # below this per member, several members share a message
 MAX_MEMBERS_PER_MESSAGE = 32
+# Fast members are shared out in one message per server per iteration (two halved the optimizer's capacity at
+# 1,024 servers: every message is a write and a read of about 70 µs each in grpc.aio).
+MESSAGES_PER_SERVER = 1
 
 
 class FleetExhaustedError(RuntimeError):
@@ -109,12 +113,13 @@ class FleetScheduler:
             return pb.EvaluateRequest(task=self._member_task(work, members[0]))
         return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[self._member_task(work, m) for m in members]))
 
-    def members_per_message(self, queued: int) -> int:
+    def members_per_message(self, population: int) -> int:
         """1 for members slower than FAST_MEMBER_SECONDS (or not measured yet); for fast ones, enough to share
-        the queue out in about two messages per server, at most MAX_MEMBERS_PER_MESSAGE."""
+        `population` members out in MESSAGES_PER_SERVER messages per server, at most MAX_MEMBERS_PER_MESSAGE."""
         if self.seconds_per_member is None or self.seconds_per_member >= FAST_MEMBER_SECONDS:
             return 1
-        return max(1, min(MAX_MEMBERS_PER_MESSAGE, math.ceil(queued / (2 * max(1, len(self.clients))))))
+        per_server = population / (MESSAGES_PER_SERVER * max(1, len(self.clients)))
+        return max(1, min(MAX_MEMBERS_PER_MESSAGE, math.ceil(per_server)))
 
     def _measured(self, reports: list[MemberReport]) -> None:
         """Track the servers' own seconds per member (their phase timings: no network, no queueing)."""
@@ -136,7 +141,9 @@ class FleetScheduler:
                            on_report: Callable[[MemberReport], None],
                            pending: dict[ServerClient, deque[Member]]) -> None:
         while client in self.clients:
-            members = self._claim(client, queue, pending, self.members_per_message(len(queue)))
+            # Sized by the iteration's population, not the queue left: sizing by what is left would halve the
+            # messages as the queue drains and end the iteration on a long tail of one-member messages.
+            members = self._claim(client, queue, pending, self.members_per_message(len(work.members)))
             if not members:
                 return
             in_flight[client] = members
