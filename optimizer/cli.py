@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "saves a noise draw per pair)")
     serve.add_argument("--noise", default="gaussian", choices=["gaussian", "table"],
                        help="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of Gaussian "
-                            "samples (64 MiB), about 4x cheaper to perturb on a CPU. Must match the run's es.noise "
+                            "samples (64 MiB), about 3x cheaper to perturb on a CPU. Must match the run's es.noise "
                             "(default: gaussian)")
     serve.add_argument("--cpu-cores", default=None, metavar="LIST",
                        help="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 (default: the first "

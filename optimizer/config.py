@@ -109,7 +109,7 @@ class ESConfig(Section):
     shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
     noise: Literal["gaussian", "table"] = Field(
         "gaussian", description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table "
-                                "of Gaussian samples, about 4x cheaper to perturb on a CPU. Servers must be started "
+                                "of Gaussian samples, about 3x cheaper to perturb on a CPU. Servers must be started "
                                 "with the same `seedcast serve --noise`; local servers are.")
 
     @field_validator("population")
