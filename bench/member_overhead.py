@@ -40,8 +40,8 @@ from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 async def measure(backend: Backend, prompts: list[pb.Problem], evaluator: str, sampling: pb.SamplingParams,
                   repeats: int) -> list:
     running = await start_server(backend, "127.0.0.1", 0)
-    # The reference runs on one long-lived thread, as the server's backend work does: a fresh thread per call
-    # would start a fresh OpenMP team and slow the reference down, flattering the ratio.
+    # The reference runs on one long-lived thread, as the server's backend work does, so both sides run the
+    # same way (each thread that calls into torch gets its own OpenMP team).
     reference_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference")
     loop = asyncio.get_running_loop()
     plain = Sampling(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens,

@@ -2,8 +2,9 @@
 
 The replay uses the same float32 update code and the run's noise kind (`es.noise`), on the CPU by
 default. `gaussian` noise from a seed is identical on one device type only, so a run trained with it
-on CUDA servers must be exported with `--device cuda` to reproduce its weights bit for bit; `table`
-noise is the same on every device.
+on CUDA servers must be exported with `--device cuda` to reproduce its weights bit for bit. `table`
+noise has the same values everywhere, but whether a GPU rounds the float32 update exactly as a CPU
+does has not been checked: export on the servers' device type for bit-exact weights either way.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from seedcast.optimizer.config import TrainConfig, load_config
+from seedcast.optimizer.config import ConfigError, TrainConfig, load_config
 
 log = logging.getLogger("seedcast.run")
 CONFIG_FILE = "config.yaml"
@@ -138,7 +138,12 @@ class RunDirectory:
         if not isinstance(snapshot, dict):
             raise CorruptRunError(f"{config_path} does not hold a config mapping")
         self.logs_path.mkdir(exist_ok=True)
-        return load_config(base=snapshot, overrides=overrides)
+        config = load_config(base=snapshot, overrides=overrides)
+        logged_noise = (snapshot.get("es") or {}).get("noise", "gaussian")  # runs from before es.noise: gaussian
+        if config.es.noise != logged_noise:
+            raise ConfigError(f"es.noise is fixed for a run: {self.path} was trained with {logged_noise} noise, "
+                              "and its update log means nothing under other noise; drop the es.noise override")
+        return config
 
     def updates(self, repair: bool = False) -> list[UpdateRecord]:
         """The logged updates, in step order."""

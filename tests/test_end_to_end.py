@@ -90,6 +90,18 @@ def test_config_errors_are_reported_before_anything_starts(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_noise_kind_cannot_change_on_resume(tmp_path, capsys):
+    run = RunDirectory.create(tmp_path / "run", load_config())
+    assert main(["train", "--resume", str(run.path), "es.noise=table"]) == 2
+    assert "es.noise is fixed for a run" in capsys.readouterr().err
+    snapshot = (run.path / "config.yaml").read_text()
+    (run.path / "config.yaml").write_text(snapshot.replace("  noise: gaussian\n", ""))  # a run from before es.noise
+    assert "noise" not in (run.path / "config.yaml").read_text()
+    assert run.load_config(["es.noise=gaussian"]).es.noise == "gaussian"
+    with pytest.raises(ValueError, match="trained with gaussian noise"):
+        run.load_config(["es.noise=table"])
+
+
 def test_corrupt_run_directory_on_resume(tmp_path, capsys):
     run = RunDirectory.create(tmp_path / "run", load_config())
     run.updates_path.write_text('{"step":1,"sigma":0.1,"terms":[],"checksum":"bad"}\n{"step":2}\n')
