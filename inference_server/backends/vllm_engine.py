@@ -76,6 +76,10 @@ class VLLMBackend:
         engine_options: dict[str, Any] = {}
         if on_cpu:
             engine_options["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+            # Chunked prefill breaks seeded sampling on the CPU build: when a prompt's prefill is split across
+            # steps, vLLM rewinds the request's generator with set_offset(), which CPU generators do not have
+            # ("CPU Generator does not use offset"). Whole-prompt prefill keeps per-request seeds working.
+            engine_options["enable_chunked_prefill"] = False
         elif gpu_memory_utilization is not None:
             engine_options["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:
