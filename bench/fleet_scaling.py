@@ -31,7 +31,7 @@ def run_layout(servers: int, threads: int, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run = RunDirectory.create(Path(tmp) / "run", config)
         result = asyncio.run(Trainer(config, run, show_progress=False).train())
-    seconds = [row["seconds"] for row in result.metrics if row.get("iteration", -1) >= 1]
+    seconds = [row.seconds for row in result.metrics if row.iteration >= 1]
     median = statistics.median(seconds)
     return {"servers": servers, "threads": threads, "iteration_seconds": seconds,
             "members_per_second": args.population / median}

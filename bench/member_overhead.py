@@ -35,6 +35,7 @@ from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.inference_server.server import start_server
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 
 async def measure(backend: Backend, prompts: list[pb.Problem], evaluator: str, sampling: pb.SamplingParams,
@@ -72,8 +73,8 @@ async def measure(backend: Backend, prompts: list[pb.Problem], evaluator: str, s
                     timings.append(answer.result.timings)
                     tokens += sum(answer.result.completion_tokens)
                 if repeat:
-                    phases = {f"{phase}_s": sum(getattr(t, f"{phase}_seconds") for t in timings) / 2
-                              for phase in ("perturb", "generate", "score", "restore")}
+                    phases = {f"{phase}_s": sum(getattr(t, phase_field(phase)) for t in timings) / 2
+                              for phase in MEMBER_PHASES}
                     # The same ratio from the server's own phase timings (no gRPC, no client): steadier.
                     rows.append({"generate_only_s": generate_only / 2, "member_s": member / 2, "tokens": tokens / 2,
                                  "ratio": member / generate_only,

@@ -31,7 +31,7 @@ INFERENCE_SCRIPT = """
 import json, sys, torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from seedcast.inference_server.model_source import resolve_model
-from seedcast.inference_server.devices import resolve_dtype
+from seedcast.inference_server.backends.devices import resolve_dtype
 from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION, synthetic_problems
 model_spec, prompts, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 dtype = resolve_dtype("auto", torch.device("cpu"))

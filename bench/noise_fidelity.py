@@ -17,7 +17,7 @@ import time
 import torch
 
 from seedcast.inference_server.model_source import BUNDLED_MODEL, load_model_and_tokenizer
-from seedcast.inference_server.noise import tensor_noise
+from seedcast.inference_server.noise.gaussian import tensor_noise
 
 
 def fidelity(master: dict[str, torch.Tensor], sigma: float, dtype: torch.dtype, seed: int = 1) -> dict[str, float]:

@@ -26,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
+from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.client import ServerClient
-from seedcast.optimizer.scheduler import FleetScheduler, IterationWork
-from seedcast.optimizer.strategy import ESState, OpenES
+from seedcast.optimizer.es.strategy import ESState, OpenES
+from seedcast.optimizer.fleet.client import ServerClient
+from seedcast.optimizer.fleet.scheduler import FleetScheduler, IterationWork
 from seedcast.proto import seedcast_pb2 as pb
 
 BATCH = pb.PromptBatch(iteration=0, evaluator="synthetic", problems=[pb.Problem(prompt="What is 1 + 1?",
@@ -71,7 +71,7 @@ async def run_iterations(ports: list[int], population: int, iterations: int) -> 
             batch.CopyFrom(BATCH)
             batch.iteration = iteration
             work = IterationWork(iteration=iteration, step=0, batch=batch, members=strategy.ask(ESState(iteration)),
-                                 sigma=0.1, sampling=SAMPLING)
+                                 sampling=SAMPLING)
             started, cpu_started = time.perf_counter(), time.process_time()
             reports = await scheduler.run_iteration(work)
             assert len(reports) == population

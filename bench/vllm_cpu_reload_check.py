@@ -45,7 +45,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
     import vllm
 
-    from seedcast.inference_server.checkpoint_folder import checkpoint_location
+    from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location
 
     location = checkpoint_location(args.model)
     llm = vllm.LLM(model=location, dtype="bfloat16", enforce_eager=True, kv_cache_memory_bytes=1 << 30,

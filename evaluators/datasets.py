@@ -16,22 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from seedcast.evaluators.base import Problem
-from seedcast.evaluators.gsm8k import gsm8k_reference
 from seedcast.evaluators.synthetic import synthetic_problems
-
-# kind -> (prompt field, answer field) in the public releases' own layouts
-KNOWN_LAYOUTS: dict[str, tuple[str, str]] = {
-    "gsm8k": ("question", "answer"),
-    "math500": ("problem", "answer"),
-    "aime24": ("problem", "answer"),
-    "deepscaler": ("problem", "answer"),
-    "deepscaler-verl": ("prompt.0.content", "reward_model.ground_truth"),
-}
-FILE_KINDS = (*KNOWN_LAYOUTS, "jsonl", "json", "parquet")
-DATASET_KINDS = (*FILE_KINDS, "synthetic", "hf")
+from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, TASKS
+from seedcast.proto.errors import SeedcastError
 
 
-class DatasetError(ValueError):
+class DatasetError(SeedcastError, ValueError):
     """A dataset that cannot be loaded as specified."""
 
 
@@ -97,8 +87,8 @@ def answer_text(value: Any) -> str:
 
 
 def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, origin: str) -> list[Problem]:
-    default_prompt, default_answer = KNOWN_LAYOUTS.get(spec.kind, ("problem", "answer"))
-    prompt_field, answer_field = spec.prompt_field or default_prompt, spec.answer_field or default_answer
+    task = TASKS[spec.kind]
+    prompt_field, answer_field = spec.prompt_field or task.prompt_field, spec.answer_field or task.answer_field
     problems = []
     for index, record in enumerate(records):
         try:
@@ -107,8 +97,8 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
             raise DatasetError(f"{origin} record {index}: missing {error.args[0]}; set task.prompt_field / "
                                "task.answer_field") from error
         reference = answer_text(answer)
-        if spec.kind == "gsm8k":
-            reference = gsm8k_reference(reference) or reference
+        if task.reference is not None:
+            reference = task.reference(reference) or reference
         problems.append(Problem(prompt=prompt, reference=reference, problem_id=f"{origin}#{index}"))
     return problems
 

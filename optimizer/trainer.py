@@ -8,7 +8,6 @@ agree. Because the log is written first, a crash at any point resumes to the sam
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import statistics
@@ -22,14 +21,16 @@ from tqdm import tqdm
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.es.seeds import minibatch_indices
+from seedcast.optimizer.es.strategy import ESState, OpenES
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
-from seedcast.optimizer.fleet import Fleet
+from seedcast.optimizer.fleet.replicas import Fleet
+from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
-from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
-from seedcast.optimizer.seeds import minibatch_indices
-from seedcast.optimizer.strategy import ESState, OpenES
+from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
 from seedcast.proto import seedcast_pb2 as pb
+from seedcast.proto.telemetry import MEMBER_PHASES
 
 log = logging.getLogger("seedcast.train")
 
@@ -40,7 +41,7 @@ class TrainResult:
 
     iterations: int
     fingerprint: str
-    metrics: list[dict]
+    metrics: list[IterationRecord]
 
 
 def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
@@ -100,12 +101,12 @@ class Trainer:
         rewards = [r for p in reply.problems for r in p.rewards if not math.isnan(r)]
         return sum(rewards) / len(rewards) if rewards else math.nan
 
-    async def _iteration(self, state: ESState) -> tuple[ESState, dict]:
+    async def _iteration(self, state: ESState) -> tuple[ESState, IterationRecord]:
         scheduler = self.scheduler
         iteration = state.iteration
         members = self.strategy.ask(state)
         work = IterationWork(iteration=iteration, step=iteration, batch=self._batch(iteration), members=members,
-                             sigma=self.config.es.sigma, sampling=self._sampling())
+                             sampling=self._sampling())
         started = time.perf_counter()
         tokens = 0
         bar = tqdm(total=len(members), desc=f"iter {iteration + 1}/{self.config.iterations}", unit="member",
@@ -140,33 +141,22 @@ class Trainer:
         failed = [r for r in reports.values() if r.error]
         for report in failed:
             log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
-        metrics = {
-            "iteration": iteration, "step": update.step, "seconds": seconds,
-            "reward_mean": statistics.fmean(rewards) if rewards else None,
-            "reward_std": statistics.pstdev(rewards) if rewards else None,
-            "reward_max": max(rewards, default=None), "reward_min": min(rewards, default=None),
-            "members_ok": len(rewards), "members_failed": len(failed),
-            "members_reassigned": scheduler.members_reassigned - reassigned_before,
-            "members_dropped": scheduler.members_dropped - dropped_before,
-            "servers_active": len(self.fleet.active),
-            "completion_tokens": tokens, "tokens_per_second": tokens / seconds if seconds else 0.0,
-            "update_terms": len(update.terms), "fingerprint": fingerprint,
-        }
-        for phase in ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds"):
+        phases = {}
+        for phase in MEMBER_PHASES:
             values = [r.timings[phase] for r in reports.values() if r.timings]
-            metrics[phase] = statistics.fmean(values) if values else None
-        self._export_iteration(metrics)
-        return next_state, metrics
-
-    def _export_iteration(self, metrics: dict) -> None:
-        exported = self.metrics
-        exported.iteration_seconds.observe(metrics["seconds"])
-        exported.current_step.set(metrics["step"])
-        exported.members_reassigned.inc(metrics["members_reassigned"])
-        exported.members_dropped.inc(metrics["members_dropped"])
-        for name in ("reward_mean", "reward_std", "reward_max"):
-            if metrics[name] is not None:
-                getattr(exported, name).set(metrics[name])
+            phases[phase] = statistics.fmean(values) if values else None
+        iteration_record = IterationRecord(
+            iteration=iteration, step=update.step, seconds=seconds,
+            reward_mean=statistics.fmean(rewards) if rewards else None,
+            reward_std=statistics.pstdev(rewards) if rewards else None,
+            reward_max=max(rewards, default=None), reward_min=min(rewards, default=None),
+            members_ok=len(rewards), members_failed=len(failed),
+            members_reassigned=scheduler.members_reassigned - reassigned_before,
+            members_dropped=scheduler.members_dropped - dropped_before,
+            servers_active=len(self.fleet.active),
+            completion_tokens=tokens, tokens_per_second=tokens / seconds if seconds else 0.0,
+            update_terms=len(update.terms), fingerprint=fingerprint, phase_seconds=phases)
+        return next_state, iteration_record
 
     async def train(self) -> TrainResult:
         """Run (or resume) to `config.iterations`; returns the final fingerprint and the metrics."""
@@ -178,43 +168,38 @@ class Trainer:
             fingerprint = await self.fleet.start(records)
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
-            self.metrics.current_step.set(state.iteration)
+            self.metrics.step.set(state.iteration)
             if self.config.eval_every and state.iteration == 0:
-                baseline = await self.evaluate_current()
-                self.run.append_metrics({"iteration": -1, "step": 0, "eval_reward": baseline,
-                                         "fingerprint": fingerprint})
-                self.metrics.eval_reward.set(baseline)
-                log.info("base model eval reward %.3f", baseline)
+                baseline = IterationRecord(iteration=BASELINE_ITERATION, step=0, fingerprint=fingerprint,
+                                           eval_reward=await self.evaluate_current())
+                self.run.append_metrics(baseline)
+                self.metrics.eval_reward.set(baseline.eval_reward)
+                log.info("base model eval reward %.3f", baseline.eval_reward)
             while state.iteration < self.config.iterations:
-                state, metrics = await self._iteration(state)
-                fingerprint = metrics["fingerprint"]
+                state, record = await self._iteration(state)
+                fingerprint = record.fingerprint
                 if self.config.eval_every and (state.iteration % self.config.eval_every == 0
                                                or state.iteration == self.config.iterations):
-                    metrics["eval_reward"] = await self.evaluate_current()
-                    self.metrics.eval_reward.set(metrics["eval_reward"])
-                self.run.append_metrics(metrics)
-                log.info("iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s", metrics["iteration"] + 1,
-                         _fmt(metrics["reward_mean"]), _fmt(metrics["reward_max"]), metrics["tokens_per_second"],
-                         metrics["seconds"],
-                         f", eval {metrics['eval_reward']:.3f}" if "eval_reward" in metrics else "")
+                    record.eval_reward = await self.evaluate_current()
+                self.metrics.observe_iteration(record)
+                self.run.append_metrics(record)
+                log.info("iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s", record.iteration + 1,
+                         _fmt(record.reward_mean), _fmt(record.reward_max), record.tokens_per_second,
+                         record.seconds, "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}")
             self._write_summary(time.perf_counter() - started, fingerprint)
         finally:
             await self.fleet.close()
         return TrainResult(iterations=state.iteration, fingerprint=fingerprint, metrics=self.run.metrics())
 
-
     def _write_summary(self, seconds: float, fingerprint: str) -> None:
         """RUN_DIR/summary.json: what `seedcast compare` reads next to GRPO's (wall time, tokens, memory)."""
-        rows = [r for r in self.run.metrics() if r.get("iteration", -1) >= 0]
+        rows = [r for r in self.run.metrics() if not r.is_baseline]
         peaks = self.fleet.local_peak_rss_bytes()
-        summary = {"method": "es", "steps": len(rows), "wall_seconds": sum(r["seconds"] for r in rows),
-                   "wall_seconds_this_session": seconds,
-                   "completion_tokens": sum(r.get("completion_tokens", 0) for r in rows),
-                   "server_peak_rss_bytes": max(peaks, default=None), "servers_measured": len(peaks),
-                   "fingerprint": fingerprint}
-        temporary = self.run.path / "summary.json.tmp"
-        temporary.write_text(json.dumps(summary, indent=2) + "\n")
-        temporary.replace(self.run.path / "summary.json")
+        self.run.write_summary(RunSummary(
+            method="es", steps=len(rows), wall_seconds=sum(r.seconds or 0.0 for r in rows),
+            completion_tokens=sum(r.completion_tokens or 0 for r in rows), peak_rss_bytes=max(peaks, default=None),
+            peak_memory_of="one ES inference server", servers_measured=len(peaks), fingerprint=fingerprint,
+            wall_seconds_this_session=seconds))
 
 
 def _fmt(value: float | None) -> str:

@@ -11,7 +11,8 @@ import torch
 
 from seedcast.inference_server.backends import BACKENDS, create_backend
 from seedcast.inference_server.backends.base import Backend, Sampling
-from seedcast.inference_server.noise import NOISE_KINDS, apply_update_terms, noise_source, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.kinds import NOISE_KINDS, noise_source
 
 CONTRACT_BACKENDS = ["hf"]
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from seedcast.optimizer.analysis.compare import paired_difference, parse_entry
+from seedcast.optimizer.analysis.pass_at_k import pass_at_k
 from seedcast.optimizer.cli import main
-from seedcast.optimizer.compare import paired_difference, parse_entry
 from seedcast.optimizer.config import ConfigError
-from seedcast.optimizer.pass_at_k import pass_at_k
 
 
 def test_paired_difference_of_known_outcomes():

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from seedcast.inference_server.noise import weights_fingerprint
+from seedcast.inference_server.noise.apply import weights_fingerprint
 from seedcast.optimizer.cli import main
 from seedcast.optimizer.config import load_config
 from seedcast.optimizer.run_dir import RunDirectory
@@ -35,16 +35,16 @@ def test_two_servers_two_iterations(tmp_path, tiny_model_dir):
     token = tmp_path / "token"
     token.write_text("a-token-for-the-local-servers-42\n")  # local servers require it; the optimizer sends it
     run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **{"fleet.token_file": token}))
-    rows = [r for r in result.metrics if r["iteration"] >= 0]
-    assert [r["iteration"] for r in rows] == [0, 1]
-    assert all(r["members_ok"] == 4 and r["members_failed"] == 0 for r in rows)
-    assert all(0 <= r["reward_mean"] <= 1 and r["completion_tokens"] > 0 for r in rows)
-    assert all(r["update_terms"] > 0 for r in rows), "graded rewards must produce non-empty updates"
-    assert "eval_reward" in result.metrics[0]  # base-model evaluation before training
+    rows = [r for r in result.metrics if r.iteration >= 0]
+    assert [r.iteration for r in rows] == [0, 1]
+    assert all(r.members_ok == 4 and r.members_failed == 0 for r in rows)
+    assert all(0 <= r.reward_mean <= 1 and r.completion_tokens > 0 for r in rows)
+    assert all(r.update_terms > 0 for r in rows), "graded rewards must produce non-empty updates"
+    assert result.metrics[0].eval_reward is not None  # base-model evaluation before training
     assert [r.step for r in run.updates()] == [1, 2]
-    assert result.fingerprint == rows[-1]["fingerprint"]
+    assert result.fingerprint == rows[-1].fingerprint
     logs = sorted(p.name for p in run.logs_path.iterdir())
-    assert logs == ["server-0.log", "server-1.log"]
+    assert logs == ["server-0.log", "server-0.yaml", "server-1.log", "server-1.yaml"]  # its log and its options
 
 
 def test_resume_equals_uninterrupted_run_and_export_reproduces_it(tmp_path, tiny_model_dir):
@@ -55,7 +55,7 @@ def test_resume_equals_uninterrupted_run_and_export_reproduces_it(tmp_path, tiny
     part_run, _ = _train(tmp_path / "part", part_overrides)
     assert main(["train", "--resume", str(part_run.path), "--no-progress", "iterations=3"]) == 0
     assert part_run.updates_path.read_text() == full_run.updates_path.read_text()
-    assert part_run.metrics()[-1]["fingerprint"] == full.fingerprint
+    assert part_run.metrics()[-1].fingerprint == full.fingerprint
 
     out = tmp_path / "exported"
     assert main(["export", str(full_run.path), "--out", str(out)]) == 0
@@ -71,7 +71,7 @@ def test_failing_evaluator_counts_members_as_failed_and_the_run_goes_on(tmp_path
     overrides = _overrides(tiny_model_dir, **{"fleet.local": 1, "eval_every": 0,
                                               "task.evaluator": "tests.tiny_model:failing_reward"})
     run, result = _train(tmp_path / "run", overrides)
-    assert [r["members_failed"] for r in result.metrics] == [4, 4]
+    assert [r.members_failed for r in result.metrics] == [4, 4]
     assert [r.terms for r in run.updates()] == [[], []]  # no signal, weights unchanged
 
 

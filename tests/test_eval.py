@@ -10,8 +10,8 @@ import torch
 
 from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.backends.hf import HFBackend
+from seedcast.optimizer.analysis.evaluate import final_answer
 from seedcast.optimizer.cli import main
-from seedcast.optimizer.evaluate import final_answer
 
 
 def test_entropy_of_a_uniform_next_token_distribution_is_log_vocab(tiny_model_dir):
@@ -73,10 +73,10 @@ def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):
 def test_sample_calls_of_a_failed_server_go_to_another():
     import asyncio
 
-    from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
+    from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
     from seedcast.inference_server.server import start_server
-    from seedcast.optimizer.client import ServerClient
-    from seedcast.optimizer.evaluate import sample_all
+    from seedcast.optimizer.analysis.evaluate import sample_all
+    from seedcast.optimizer.fleet.client import ServerClient
     from seedcast.proto import seedcast_pb2 as pb
 
     request = pb.SampleRequest(problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")], evaluator="synthetic",

@@ -88,12 +88,12 @@ def test_killed_servers_are_replaced_and_rejoin_with_identical_results(tmp_path,
     _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **_fleet(fleet),
                                                     **{"fleet.rejoin_timeout_seconds": 5}),
                          on_report=kill_one_mid_iteration)
-    rows = [r for r in result.metrics if r["iteration"] >= 0]
-    assert sum(r["members_reassigned"] for r in rows) >= 1
-    assert all(r["members_ok"] == 8 for r in rows), [r["members_ok"] for r in rows]
+    rows = [r for r in result.metrics if r.iteration >= 0]
+    assert sum(r.members_reassigned for r in rows) >= 1
+    assert all(r.members_ok == 8 for r in rows), [r.members_ok for r in rows]
     assert result.fingerprint == reference_fingerprint
     assert len(killed_in) >= 2
-    assert max(r["servers_active"] for r in rows[1:]) == 3, "restarted servers must rejoin after a Sync"
+    assert max(r.servers_active for r in rows[1:]) == 3, "restarted servers must rejoin after a Sync"
 
 
 def test_a_stalled_server_does_not_stall_the_run(tmp_path, tiny_model_dir, servers, reference_fingerprint):
@@ -111,9 +111,9 @@ def test_a_stalled_server_does_not_stall_the_run(tmp_path, tiny_model_dir, serve
                                                     **{"fleet.member_deadline_seconds": 3}),
                        on_report=pause_the_other_server)
     elapsed = time.monotonic() - started
-    rows = [r for r in result.metrics if r["iteration"] >= 0]
-    assert paused and sum(r["members_dropped"] for r in rows) >= 1
-    assert rows[0]["seconds"] < 3 + 15, "the stalled server held the iteration past its deadline"
+    rows = [r for r in result.metrics if r.iteration >= 0]
+    assert paused and sum(r.members_dropped for r in rows) >= 1
+    assert rows[0].seconds < 3 + 15, "the stalled server held the iteration past its deadline"
     assert elapsed < 120
     assert result.fingerprint == reference_fingerprint
 
@@ -150,7 +150,7 @@ def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path,
         steps_at_kill, (tmp_path / "optimizer.log").read_text()[-3000:])
     run = RunDirectory(run_dir)
     assert [r.step for r in run.updates()] == list(range(1, iterations + 1))
-    assert run.metrics()[-1]["fingerprint"] == reference.fingerprint
+    assert run.metrics()[-1].fingerprint == reference.fingerprint
 
 
 def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_dir, servers, reference_fingerprint):
@@ -169,5 +169,5 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
                        on_report=add_the_second_server)
     assert set(answered_by[:8]) == {first.address}  # iteration 0 ran on the first server alone
     assert second.address in answered_by[8:]  # the second joined after a Sync and took members
-    assert result.metrics[-1]["servers_active"] == 2
+    assert result.metrics[-1].servers_active == 2
     assert result.fingerprint == reference_fingerprint

@@ -11,11 +11,11 @@ import torch
 from seedcast.evaluators.base import ScoredSample
 from seedcast.evaluators.datasets import load_problems
 from seedcast.inference_server.backends.hf import HFBackend
+from seedcast.optimizer.analysis.geometry import load_weights
+from seedcast.optimizer.analysis.grpo import EvaluatorReward, _dataset, micro_batch_size
 from seedcast.optimizer.cli import main
 from seedcast.optimizer.config import ConfigError, load_config
 from seedcast.optimizer.eval_set import prompt_text
-from seedcast.optimizer.geometry import load_weights
-from seedcast.optimizer.grpo import EvaluatorReward, _dataset, micro_batch_size
 from seedcast.optimizer.run_kinds import run_kind
 
 TINY_TASK = ["grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
@@ -93,7 +93,7 @@ def test_hybrid_es_then_grpo_then_es(tmp_path, tiny_model_dir):
     back = tmp_path / "es-again"
     assert main(["train", "--run-dir", str(back), "--init-from", str(grpo), "--no-progress", *es_args]) == 0
     assert load_config(back / "config.yaml").model.name == str((grpo / "model").resolve())
-    assert json.loads((back / "summary.json").read_text())["server_peak_rss_bytes"] > 50 * 2**20
+    assert json.loads((back / "summary.json").read_text())["peak_rss_bytes"] > 50 * 2**20
 
 
 def test_init_from_something_that_is_not_a_run_is_a_clear_error(tmp_path, capsys):

@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
+from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2 as pb

@@ -11,13 +11,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from seedcast.inference_server.backends import create_backend
-from seedcast.inference_server.metrics import start_metrics_server
 from seedcast.inference_server.server import start_server
 from seedcast.optimizer.config import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.telemetry import MEMBER_PHASES, phase_field, start_metrics_server
 from tests.test_server import BATCH, _task
 
 
@@ -52,14 +52,14 @@ def test_server_metrics_scraped_over_http(tiny_model_dir):
 
     result = asyncio.run(scenario())
     samples = _scrape(metrics_port)
-    assert samples[("seedcast_members_evaluated_total", ())] == 1
-    assert samples[("seedcast_tokens_generated_total", ())] == sum(result.result.completion_tokens)
-    assert samples[("seedcast_rpc_errors_total", (("code", "INVALID_ARGUMENT"), ("method", "Evaluate")))] == 1
+    assert samples[("seedcast_server_members_evaluated_total", ())] == 1
+    assert samples[("seedcast_server_tokens_generated_total", ())] == sum(result.result.completion_tokens)
+    assert samples[("seedcast_server_rpc_errors_total", (("code", "INVALID_ARGUMENT"), ("method", "Evaluate")))] == 1
     assert samples[("seedcast_server_step", ())] == 1
-    assert samples[("seedcast_updates_applied_total", ())] == 1
+    assert samples[("seedcast_server_updates_applied_total", ())] == 1
     for phase in ("perturb", "generate", "score", "restore"):
-        assert samples[(f"seedcast_{phase}_seconds_count", ())] == 1
-    assert samples[("seedcast_update_seconds_count", ())] == 1
+        assert samples[(f"seedcast_server_{phase}_seconds_count", ())] == 1
+    assert samples[("seedcast_server_update_seconds_count", ())] == 1
 
 
 def test_optimizer_metrics_follow_the_run(tmp_path, tiny_model_dir):
@@ -72,11 +72,15 @@ def test_optimizer_metrics_follow_the_run(tmp_path, tiny_model_dir):
                                  registry=registry).train())
     labels = {"task": "synthetic", "model": tiny_model_dir}
     value = lambda name: registry.get_sample_value(name, labels)  # noqa: E731
-    assert value("seedcast_current_step") == 2
+    assert value("seedcast_optimizer_step") == 2
     assert value("seedcast_optimizer_members_evaluated_total") == 8
     assert value("seedcast_optimizer_members_failed_total") == 0
-    assert value("seedcast_iteration_seconds_count") == 2
-    assert value("seedcast_servers_up") == 1
-    assert value("seedcast_reward_mean") == pytest.approx(result.metrics[-1]["reward_mean"])
-    assert value("seedcast_eval_reward") == pytest.approx(result.metrics[-1]["eval_reward"])
-    assert value("seedcast_optimizer_tokens_total") == sum(r.get("completion_tokens", 0) for r in result.metrics)
+    assert value("seedcast_optimizer_iteration_seconds_count") == 2
+    assert value("seedcast_optimizer_servers_up") == 1
+    assert value("seedcast_optimizer_reward_mean") == pytest.approx(result.metrics[-1].reward_mean)
+    assert value("seedcast_optimizer_eval_reward") == pytest.approx(result.metrics[-1].eval_reward)
+    assert value("seedcast_optimizer_tokens_total") == sum(r.completion_tokens or 0 for r in result.metrics)
+
+
+def test_member_phases_are_the_fields_of_the_wire_timings():
+    assert [phase_field(phase) for phase in MEMBER_PHASES] == [f.name for f in pb.Timings.DESCRIPTOR.fields]

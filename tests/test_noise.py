@@ -2,7 +2,9 @@
 
 import torch
 
-from seedcast.inference_server.noise import apply_update_terms, tensor_noise, tensor_seed, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.gaussian import tensor_noise
+from seedcast.inference_server.noise.source import tensor_seed
 
 
 def test_same_seed_same_noise():

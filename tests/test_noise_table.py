@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from seedcast.inference_server.noise import (
-    GAUSSIAN,
+from seedcast.inference_server.noise.apply import (
     apply_update_terms,
-    noise_source,
     perturbed_master,
     weights_fingerprint,
     write_perturbed,
 )
-from seedcast.inference_server.noise_table import CHUNK_ENTRIES, TABLE_ENTRIES, TABLE_SEED, NoiseTable
+from seedcast.inference_server.noise.gaussian import GAUSSIAN
+from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.table import CHUNK_ENTRIES, TABLE_ENTRIES, TABLE_SEED, NoiseTable
 
 TABLE = noise_source("table")
 MULTI_CHUNK = (3 * CHUNK_ENTRIES + 1234,)  # three whole chunks and a ragged tail

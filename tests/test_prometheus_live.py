@@ -15,12 +15,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from seedcast.inference_server.metrics import start_metrics_server
 from seedcast.optimizer.config import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.telemetry import start_metrics_server
 from tests.prometheus_server import PrometheusServer, free_port, prometheus_binary
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

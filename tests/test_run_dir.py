@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from seedcast.optimizer.config import load_config
 from seedcast.optimizer.run_dir import CorruptRunError, RunDirectory, UpdateRecord, read_update_log
+from seedcast.optimizer.run_records import IterationRecord, RunSummary
 
 
 def _run(tmp_path):
@@ -70,3 +73,27 @@ def test_resume_overrides_apply_on_the_snapshot(tmp_path):
     run = _run(tmp_path)
     config = run.load_config(["iterations=25"])
     assert config.iterations == 25 and config.model.name == "smollm2-135m-instruct"
+
+
+def test_iteration_records_round_trip_and_leave_out_what_was_not_measured(tmp_path):
+    run = RunDirectory.create(tmp_path / "run", load_config())
+    es = IterationRecord(iteration=0, step=1, seconds=2.5, reward_mean=0.5, members_ok=4, fingerprint="ab",
+                         phase_seconds={"perturb": 0.1, "generate": 2.0, "score": 0.01, "restore": None})
+    grpo = IterationRecord(iteration=1, step=2, completions=64, peak_rss_bytes=2**30, eval_reward=0.25)
+    run.append_metrics(es)
+    run.append_metrics(grpo)
+    assert run.metrics() == [es, grpo]
+    row = json.loads(run.metrics_path.read_text().splitlines()[1])
+    assert row == {"iteration": 1, "step": 2, "completions": 64, "peak_rss_bytes": 2**30, "eval_reward": 0.25}
+    run.truncate_metrics(1)
+    assert run.metrics() == [es]
+
+
+def test_summaries_written_before_the_peak_had_one_name_still_read(tmp_path):
+    run = RunDirectory.create(tmp_path / "run", load_config())
+    (run.path / "summary.json").write_text(json.dumps(
+        {"method": "es", "steps": 3, "wall_seconds": 9.0, "completion_tokens": 12, "server_peak_rss_bytes": 5}))
+    summary = run.summary()
+    assert (summary.peak_rss_bytes, summary.peak_memory_of) == (5, "one ES inference server")
+    run.write_summary(RunSummary(method="grpo", steps=1, wall_seconds=1.0, completion_tokens=2, peak_rss_bytes=7))
+    assert run.summary().peak_rss_bytes == 7 and run.summary().peak_memory_of == "the GRPO training process"

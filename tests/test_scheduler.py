@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from contextlib import asynccontextmanager
 
-from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
+from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.client import ServerClient
-from seedcast.optimizer.scheduler import Deadlines, FleetScheduler, IterationWork
-from seedcast.optimizer.strategy import ESState, OpenES
+from seedcast.optimizer.es.strategy import ESState, OpenES
+from seedcast.optimizer.fleet.client import ServerClient
+from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork
 from seedcast.proto import seedcast_pb2 as pb
 
 BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_reward",
@@ -18,7 +18,7 @@ BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_r
 
 def _work(population: int, mirrored: bool = False) -> IterationWork:
     members = OpenES(population, 0.1, 0.1, mirrored=mirrored).ask(ESState(0))
-    return IterationWork(iteration=0, step=0, batch=BATCH, members=members, sigma=0.1,
+    return IterationWork(iteration=0, step=0, batch=BATCH, members=members,
                          sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1))
 
 

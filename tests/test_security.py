@@ -9,11 +9,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from seedcast.inference_server.backends.simulated_test import SimulatedLatencyTestBackend
-from seedcast.inference_server.security import SecurityConfigError, ServerSecurity
+from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
+from seedcast.inference_server.security import ServerSecurity
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.client import ClientSecurity, ServerClient
+from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient
 from seedcast.proto import seedcast_pb2 as pb
+from seedcast.proto.transport import SecurityConfigError
 from tests.certificates import TestCA
 
 TOKEN = "correct-horse-battery-staple-0123"

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from seedcast.optimizer.shaping import centered_ranks, z_score
-from seedcast.optimizer.strategy import ESState, OpenES
+from seedcast.optimizer.es.seeds import derive_seed
+from seedcast.optimizer.es.shaping import centered_ranks, z_score
+from seedcast.optimizer.es.strategy import ESState, OpenES
 
 
 def test_ask_is_a_pure_function_of_seed_and_iteration():
@@ -16,6 +17,19 @@ def test_ask_is_a_pure_function_of_seed_and_iteration():
     assert strategy.ask(ESState(3)) == strategy.ask(ESState(3))
     assert strategy.ask(ESState(3)) != strategy.ask(ESState(4))
     assert OpenES(6, 0.01, 0.1, run_seed=6).ask(ESState(3)) != strategy.ask(ESState(3))
+
+
+def test_run_seeds_keep_their_values():
+    # Pinned: every update log ever written names its members by these seeds.
+    assert derive_seed(0, "member", 0, 0) == 0x3074C22A8E7CC0F3
+    assert derive_seed(7, "batch", 3) == 0x7E52786EBBFDEDB2
+
+
+def test_members_carry_the_strategys_sigma():
+    strategy = OpenES(population=4, sigma=0.03, learning_rate=0.1)
+    members = strategy.ask(ESState(0))
+    update, _ = strategy.tell(ESState(0), members, {m.index: float(m.index) for m in members})
+    assert {m.sigma for m in members} == {update.sigma} == {0.03}
 
 
 def test_mirrored_pairs_share_seed_and_sampling_seed():

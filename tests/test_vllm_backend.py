@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from seedcast.inference_server.backends.base import Sampling
-from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.kinds import noise_source
 from tests.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.vllm

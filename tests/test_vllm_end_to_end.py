@@ -12,7 +12,7 @@ import grpc
 import pytest
 import torch
 
-from seedcast.inference_server.noise import weights_fingerprint
+from seedcast.inference_server.noise.apply import weights_fingerprint
 from seedcast.optimizer.cli import main
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from seedcast.inference_server.backends import create_backend
-from seedcast.inference_server.checkpoint_folder import checkpoint_parameters
-from seedcast.inference_server.vllm_support import (
+from seedcast.inference_server.backends.checkpoint_folder import checkpoint_parameters
+from seedcast.inference_server.backends.vllm_support import (
     BackendUnavailableError,
     MasterMemoryError,
     check_architecture,
@@ -70,7 +70,7 @@ def test_sampling_seeds_differ_per_prompt_and_member_and_repeat():
 
 def test_local_vllm_servers_get_their_own_cores(monkeypatch, tmp_path):
     from seedcast.optimizer.config import load_config
-    from seedcast.optimizer.local_fleet import LocalFleet
+    from seedcast.optimizer.fleet.local import LocalFleet
 
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     fleet = LocalFleet(load_config(overrides=["fleet.local=3", "fleet.threads_per_server=2"]), tmp_path)

@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from seedcast.proto.telemetry import SERVER_PHASES
+
 DASHBOARD_DIR = Path(__file__).resolve().parent / "dashboards"
 K8S_CONFIGMAP = Path(__file__).resolve().parents[1] / "k8s" / "grafana-dashboards.yaml"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -23,7 +25,7 @@ OPTIMIZER = '{model=~"$model"}'
 # vLLM's own metrics (servers with --backend vllm) carry model_name, not our model label.
 VLLM = '{job=~"$job", instance=~"$instance"}'
 RATE = "[$__rate_interval]"
-PHASES = ("perturb", "generate", "score", "restore", "update")
+PHASES = SERVER_PHASES
 
 
 def rate(metric: str, selector: str = SERVER, by: str = "") -> str:
@@ -34,7 +36,8 @@ def rate(metric: str, selector: str = SERVER, by: str = "") -> str:
 
 def mean_seconds(phase: str, selector: str = SERVER) -> str:
     """Mean seconds per observation of a phase histogram over the rate window."""
-    return f"{rate(f'seedcast_{phase}_seconds_sum', selector)} / {rate(f'seedcast_{phase}_seconds_count', selector)}"
+    histogram = f"seedcast_server_{phase}_seconds"
+    return f"{rate(f'{histogram}_sum', selector)} / {rate(f'{histogram}_count', selector)}"
 
 
 def quantile(q: float, histogram: str, selector: str) -> str:
@@ -93,46 +96,47 @@ def dashboard(uid: str, title: str, panels: list[dict], instance_multi: bool) ->
 def fleet_overview() -> dict:
     """Throughput per server and in total, rewards, time breakdown, failures."""
     return dashboard("seedcast-fleet", "Seedcast — fleet overview", [
-        panel("Tokens/s per server", [("{{instance}}", rate("seedcast_tokens_generated_total", by="instance"))],
+        panel("Tokens/s per server", [("{{instance}}", rate("seedcast_server_tokens_generated_total", by="instance"))],
               "short"),
-        panel("Tokens/s, fleet", [("total", rate("seedcast_tokens_generated_total"))], "short"),
-        panel("Members/s per server", [("{{instance}}", rate("seedcast_members_evaluated_total", by="instance"))]),
-        panel("Members/s, fleet", [("evaluated", rate("seedcast_members_evaluated_total")),
-                                   ("failed", rate("seedcast_members_failed_total"))]),
-        panel("Reward", [("population mean", f"max(seedcast_reward_mean{OPTIMIZER})"),
-                         ("population max", f"max(seedcast_reward_max{OPTIMIZER})"),
-                         ("eval (unperturbed)", f"max(seedcast_eval_reward{OPTIMIZER})")], "percentunit",
+        panel("Tokens/s, fleet", [("total", rate("seedcast_server_tokens_generated_total"))], "short"),
+        panel("Members/s per server",
+              [("{{instance}}", rate("seedcast_server_members_evaluated_total", by="instance"))]),
+        panel("Members/s, fleet", [("evaluated", rate("seedcast_server_members_evaluated_total")),
+                                   ("failed", rate("seedcast_server_members_failed_total"))]),
+        panel("Reward", [("population mean", f"max(seedcast_optimizer_reward_mean{OPTIMIZER})"),
+                         ("population max", f"max(seedcast_optimizer_reward_max{OPTIMIZER})"),
+                         ("eval (unperturbed)", f"max(seedcast_optimizer_eval_reward{OPTIMIZER})")], "percentunit",
               description="Rewards lie in [0, 1]; eval is the greedy score of the unperturbed weights."),
         panel("Mean seconds per member phase", [(phase, mean_seconds(phase)) for phase in PHASES], "s"),
-        panel("Iteration seconds", [("p50", quantile(0.5, "seedcast_iteration_seconds", OPTIMIZER)),
-                                    ("p90", quantile(0.9, "seedcast_iteration_seconds", OPTIMIZER))], "s"),
-        panel("Step and servers", [("step", f"max(seedcast_current_step{OPTIMIZER})"),
-                                   ("servers up", f"max(seedcast_servers_up{OPTIMIZER})"),
+        panel("Iteration seconds", [("p50", quantile(0.5, "seedcast_optimizer_iteration_seconds", OPTIMIZER)),
+                                    ("p90", quantile(0.9, "seedcast_optimizer_iteration_seconds", OPTIMIZER))], "s"),
+        panel("Step and servers", [("step", f"max(seedcast_optimizer_step{OPTIMIZER})"),
+                                   ("servers up", f"max(seedcast_optimizer_servers_up{OPTIMIZER})"),
                                    ("scrape targets up", 'sum(up{job=~"$job", instance=~"$instance"})')],
               kind="stat"),
         panel("Failures", [
-            ("members failed/s", rate("seedcast_members_failed_total")),
-            ("members reassigned", f"sum(increase(seedcast_members_reassigned_total{OPTIMIZER}{RATE}))"),
-            ("fingerprint mismatches", f"sum(seedcast_fingerprint_mismatches_total{OPTIMIZER})"),
+            ("members failed/s", rate("seedcast_server_members_failed_total")),
+            ("members reassigned", f"sum(increase(seedcast_optimizer_members_reassigned_total{OPTIMIZER}{RATE}))"),
+            ("fingerprint mismatches", f"sum(seedcast_optimizer_fingerprint_mismatches_total{OPTIMIZER})"),
         ], width=12),
-        panel("RPC errors/s by code", [("{{code}}", rate("seedcast_rpc_errors_total", by="code"))], width=12),
+        panel("RPC errors/s by code", [("{{code}}", rate("seedcast_server_rpc_errors_total", by="code"))], width=12),
     ], instance_multi=True)
 
 
 def server_detail() -> dict:
     """One server: throughput, phase latency quantiles, step, errors."""
     return dashboard("seedcast-server", "Seedcast — server detail", [
-        panel("Tokens/s", [("tokens", rate("seedcast_tokens_generated_total"))]),
-        panel("Members/s", [("evaluated", rate("seedcast_members_evaluated_total")),
-                            ("failed", rate("seedcast_members_failed_total")),
-                            ("sample completions", rate("seedcast_sample_completions_total"))]),
-        *[panel(f"{phase.capitalize()} seconds", [("p50", quantile(0.5, f"seedcast_{phase}_seconds", SERVER)),
-                                                  ("p90", quantile(0.9, f"seedcast_{phase}_seconds", SERVER))],
+        panel("Tokens/s", [("tokens", rate("seedcast_server_tokens_generated_total"))]),
+        panel("Members/s", [("evaluated", rate("seedcast_server_members_evaluated_total")),
+                            ("failed", rate("seedcast_server_members_failed_total")),
+                            ("sample completions", rate("seedcast_server_sample_completions_total"))]),
+        *[panel(f"{phase.capitalize()} seconds", [("p50", quantile(0.5, f"seedcast_server_{phase}_seconds", SERVER)),
+                                                  ("p90", quantile(0.9, f"seedcast_server_{phase}_seconds", SERVER))],
                 "s", width=8) for phase in ("perturb", "generate", "restore")],
         panel("Update step", [("step", f"max(seedcast_server_step{SERVER})"),
-                              ("updates/s", rate("seedcast_updates_applied_total"))], width=12),
+                              ("updates/s", rate("seedcast_server_updates_applied_total"))], width=12),
         panel("RPC errors/s by method and code",
-              [("{{method}} {{code}}", rate("seedcast_rpc_errors_total", by="method, code"))], width=12),
+              [("{{method}} {{code}}", rate("seedcast_server_rpc_errors_total", by="method, code"))], width=12),
         *vllm_engine_panels(),
     ], instance_multi=False)
 

@@ -19,25 +19,15 @@ from __future__ import annotations
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.devices import resolve_device, resolve_dtype
-from seedcast.inference_server.model_source import load_model_and_tokenizer
-from seedcast.inference_server.noise import (
+from seedcast.inference_server.backends.devices import resolve_device, resolve_dtype
+from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
+from seedcast.inference_server.noise.apply import (
     apply_update_terms,
     for_each_tensor,
-    noise_source,
     weights_fingerprint,
     write_perturbed,
 )
-
-
-def chat_text(tokenizer, user_message: str, system_prompt: str = "") -> str:
-    """The text a model generates from: its chat template with the generation prompt, or the message
-    itself when it has no template. GRPO training builds its prompts with this too."""
-    if not tokenizer.chat_template:
-        return user_message
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.append({"role": "user", "content": user_message})
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+from seedcast.inference_server.noise.kinds import noise_source
 
 
 class PerturbationStateError(RuntimeError):

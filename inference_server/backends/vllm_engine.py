@@ -28,17 +28,18 @@ from typing import Any
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.backends.hf import PerturbationStateError, chat_text
-from seedcast.inference_server.checkpoint_folder import checkpoint_location, checkpoint_parameters
-from seedcast.inference_server.devices import resolve_dtype
-from seedcast.inference_server.noise import noise_source
-from seedcast.inference_server.vllm_support import (
+from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location, checkpoint_parameters
+from seedcast.inference_server.backends.devices import resolve_dtype
+from seedcast.inference_server.backends.hf import PerturbationStateError
+from seedcast.inference_server.backends.vllm_support import (
     BackendUnavailableError,
     check_architecture,
     import_vllm,
     resolve_vllm_device,
     sampling_seed,
 )
+from seedcast.inference_server.model_source import chat_text
+from seedcast.inference_server.noise.kinds import noise_source
 
 WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
 

@@ -33,8 +33,9 @@ from itertools import islice
 
 import torch
 
-from seedcast.inference_server.noise import apply_update_terms, noise_source, perturbed_master, weights_fingerprint
-from seedcast.inference_server.vllm_support import check_master_fits
+from seedcast.inference_server.backends.vllm_support import check_master_fits
+from seedcast.inference_server.noise.apply import apply_update_terms, perturbed_master, weights_fingerprint
+from seedcast.inference_server.noise.kinds import noise_source
 
 _REPACK_FLAG = "_seedcast_repack"
 

@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import model_folder, run_kind
 
@@ -84,19 +84,17 @@ def training_info(entry: Entry) -> dict:
     """Reward curve, tokens, wall time and memory of an ES or GRPO run."""
     run = RunDirectory(entry.path)
     rows = run.metrics()
-    summary_path = run.path / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary = run.summary()
     tokens, curve, evals = 0, [], []
     for row in rows:
-        tokens += row.get("completion_tokens", 0)
-        if row.get("reward_mean") is not None:
-            curve.append([tokens, row["reward_mean"]])
-        if row.get("eval_reward") is not None:
-            evals.append([tokens, row["eval_reward"]])
-    peak = summary.get("peak_rss_bytes") or summary.get("server_peak_rss_bytes")
-    return {"method": entry.kind, "steps": sum(1 for r in rows if r.get("iteration", -1) >= 0),
-            "wall_seconds": summary.get("wall_seconds", sum(r.get("seconds", 0.0) for r in rows)),
-            "completion_tokens": tokens, "peak_rss_bytes": peak,
+        tokens += row.completion_tokens or 0
+        if row.reward_mean is not None:
+            curve.append([tokens, row.reward_mean])
+        if row.eval_reward is not None:
+            evals.append([tokens, row.eval_reward])
+    return {"method": entry.kind, "steps": sum(1 for r in rows if not r.is_baseline),
+            "wall_seconds": summary.wall_seconds if summary else sum(r.seconds or 0.0 for r in rows),
+            "completion_tokens": tokens, "peak_rss_bytes": summary.peak_rss_bytes if summary else None,
             "peak_memory_of": "the GRPO training process" if entry.kind == "grpo" else "one ES inference server",
             "train_reward_curve": curve, "eval_reward_curve": evals}
 
@@ -117,7 +115,7 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> N
     """Fill each entry's results: read eval folders, evaluate the rest (cached by options in OUT/evals)."""
     from dataclasses import asdict
 
-    from seedcast.optimizer.evaluate import run_eval
+    from seedcast.optimizer.analysis.evaluate import run_eval
 
     for entry in entries:
         if entry.kind == "eval":
@@ -136,7 +134,7 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> N
 def measure_geometry(entries: list[Entry], threshold: float, out: Path) -> None:
     """Parameter geometry of every run versus the model it started from (base weights loaded once each; an
     ES run's weights come from the folder its evaluation exported, instead of a second replay)."""
-    from seedcast.optimizer.geometry import load_weights, parameter_geometry
+    from seedcast.optimizer.analysis.geometry import load_weights, parameter_geometry
 
     bases: dict[str, dict] = {}
     for entry in entries:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seedcast.optimizer.seeds import derive_seed
-from seedcast.optimizer.shaping import SHAPINGS
+from seedcast.optimizer.es.seeds import derive_seed
+from seedcast.optimizer.es.shaping import SHAPINGS
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,16 @@ class ESState:
 
 @dataclass(frozen=True)
 class Member:
-    """A population member: evaluate at master + sign·σ·noise(seed), sampling with `sampling_seed`."""
+    """A population member: evaluate at master + sign·σ·noise(seed), sampling with `sampling_seed`.
+
+    σ travels with the member, so the servers perturb with the σ the strategy will form its update
+    with, even for a strategy that adapts σ between iterations."""
 
     index: int
     seed: int
     sign: int
     sampling_seed: int
+    sigma: float
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class OpenES:
                 sign=sign,
                 # Common random numbers: both halves of a pair sample with the same stream.
                 sampling_seed=derive_seed(self.run_seed, "sampling", state.iteration, pair),
+                sigma=self.sigma,
             ))
         return members
 

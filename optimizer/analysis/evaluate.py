@@ -24,14 +24,14 @@ from tqdm import tqdm
 
 from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.datasets import load_problems
-from seedcast.optimizer.client import ServerClient
+from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.config import TrainConfig, load_config
+from seedcast.optimizer.es.seeds import derive_seed
 from seedcast.optimizer.eval_set import prompt_text
-from seedcast.optimizer.fleet import Fleet
+from seedcast.optimizer.fleet.client import ServerClient
+from seedcast.optimizer.fleet.replicas import Fleet
+from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
-from seedcast.optimizer.pass_at_k import bootstrap_interval, pass_at_k
-from seedcast.optimizer.scheduler import FleetExhaustedError
-from seedcast.optimizer.seeds import derive_seed
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.eval")

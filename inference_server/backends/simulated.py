@@ -12,7 +12,8 @@ import time
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.noise import apply_update_terms, noise_source, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.kinds import noise_source
 
 
 class SimulatedLatencyTestBackend:

@@ -1,8 +1,9 @@
 """Start inference servers on this machine as child processes (`seedcast train --local N`).
 
-Each child runs `seedcast serve --port 0 --ready-file F`; it writes F (its bound port) once the model
-is loaded and the port accepts calls. Logs go to RUN_DIR/logs/server-I.log. Children are stopped
-with SIGTERM (graceful) and killed if they linger.
+Each child runs `seedcast serve --config RUN_DIR/logs/server-I.yaml`, a ServeConfig with port 0 and
+a ready file F; it writes F (its bound port) once the model is loaded and the port accepts calls.
+Logs go to RUN_DIR/logs/server-I.log. Children are stopped with SIGTERM (graceful) and killed if
+they linger.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from seedcast.inference_server.serve_config import ServeConfig, write_serve_config
 from seedcast.optimizer.config import TrainConfig
+from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.fleet")
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(SeedcastError, RuntimeError):
     """A local server failed to start; the message holds the end of its log."""
 
 
@@ -54,26 +57,26 @@ class LocalFleet:
         first = (index * threads) % cores
         return f"{first}-{min(first + threads, cores) - 1}"
 
+    def serve_config(self, index: int) -> ServeConfig:
+        """The options of local server `index`: loopback, a free port, the run's model, noise and evaluator."""
+        model, fleet = self.config.model, self.config.fleet
+        vllm_on_cpu = model.backend == "vllm" and model.device in ("auto", "cpu")
+        return ServeConfig(
+            backend=model.backend, model=model.name, host="127.0.0.1", port=0, device=model.device,
+            dtype=model.dtype, threads=self.threads_per_server(), noise=self.config.es.noise,
+            pair_cache=fleet.pair_cache, cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
+            ready_file=str(self._ready_dir / f"server-{index}.json"), token_file=fleet.token_file,
+            metrics_port=None if fleet.local_metrics_port is None else fleet.local_metrics_port + index,
+            # Local servers accept exactly the evaluator this run scores with.
+            allowed_evaluators=[self.config.task.evaluator_spec()])
+
     def start(self) -> list[str]:
         """Launch the servers and wait until all are ready; returns their addresses."""
-        model = self.config.model
         for index in range(self.config.fleet.local):
-            ready = self._ready_dir / f"server-{index}.json"
+            config_path = self.logs_dir / f"server-{index}.yaml"
+            write_serve_config(self.serve_config(index), config_path)
+            command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--config", str(config_path)]
             log_path = self.logs_dir / f"server-{index}.log"
-            command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                       "--backend", model.backend, "--model", model.name, "--device", model.device,
-                       "--dtype", model.dtype, "--threads", str(self.threads_per_server()),
-                       "--noise", self.config.es.noise, "--ready-file", str(ready)]
-            # Local servers accept exactly the evaluator this run scores with.
-            command += ["--allow-evaluator", self.config.task.evaluator_spec()]
-            if self.config.fleet.pair_cache:
-                command.append("--pair-cache")
-            if model.backend == "vllm" and model.device in ("auto", "cpu"):
-                command += ["--cpu-cores", self.cpu_cores(index)]
-            if self.config.fleet.token_file:
-                command += ["--token-file", self.config.fleet.token_file]
-            if self.config.fleet.local_metrics_port is not None:
-                command += ["--metrics-port", str(self.config.fleet.local_metrics_port + index)]
             with log_path.open("ab") as log_file:
                 self.processes.append(subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                                        stdin=subprocess.DEVNULL))

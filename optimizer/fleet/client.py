@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 
 import grpc
 
-from seedcast.inference_server.security import AUTH_HEADER, read_secret, read_token
-from seedcast.inference_server.server import GRPC_OPTIONS
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.errors import SeedcastError
+from seedcast.proto.transport import AUTH_HEADER, GRPC_OPTIONS, bearer, read_secret, read_token
 
 
-class ServerUnreachableError(ConnectionError):
+class ServerUnreachableError(SeedcastError, ConnectionError):
     """A server did not answer; the message names its address."""
 
 
@@ -50,7 +50,7 @@ class ClientSecurity:
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """Call metadata carrying the bearer token, if any."""
-        return ((AUTH_HEADER, f"Bearer {self.token}"),) if self.token else ()
+        return ((AUTH_HEADER, bearer(self.token)),) if self.token else ()
 
 
 class ServerClient:

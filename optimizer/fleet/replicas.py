@@ -20,21 +20,22 @@ from pathlib import Path
 
 import grpc
 
-from seedcast.inference_server.security import is_loopback
-from seedcast.optimizer.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.config import TrainConfig
-from seedcast.optimizer.local_fleet import LocalFleet
+from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
+from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import UpdateRecord
+from seedcast.proto.errors import SeedcastError
+from seedcast.proto.transport import plaintext_allowed, split_address
 
 log = logging.getLogger("seedcast.fleet")
 
 
-class FingerprintMismatchError(RuntimeError):
+class FingerprintMismatchError(SeedcastError, RuntimeError):
     """Replicas that should hold identical weights do not, and no strict majority agrees."""
 
 
-class NoiseMismatchError(RuntimeError):
+class NoiseMismatchError(SeedcastError, RuntimeError):
     """A server draws a different kind of noise than the run: its members would not match the updates."""
 
 
@@ -152,7 +153,7 @@ class Fleet:
             await self.readmit()
         self.metrics.servers_up.set(len(self.active))
         if not self.active:
-            from seedcast.optimizer.scheduler import FleetExhaustedError
+            from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 
             raise FleetExhaustedError(f"no inference server applied step {record.step} or could rejoin")
         return self.fingerprint
@@ -171,10 +172,12 @@ class Fleet:
         fleet = self.config.fleet
         valid = []
         for address in filter(None, addresses):
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
+            try:
+                host, _ = split_address(address)
+            except ValueError:
                 log.warning("fleet.servers_file: ignoring %r, not host:port", address)
-            elif not (fleet.tls_ca or fleet.insecure or is_loopback(host)):
+                continue
+            if not (fleet.tls_ca or plaintext_allowed(host, fleet.insecure)):
                 log.warning("fleet.servers_file: ignoring %s: plaintext off loopback needs fleet.insecure=true "
                             "(or set fleet.tls_ca)", address)
             else:

@@ -18,17 +18,17 @@ def plot_reward_curve(run_dir: str | Path, out: str | Path | None = None) -> Pat
     run = RunDirectory(run_dir)
     method = "ES" if run.updates_path.exists() else "GRPO"  # GRPO runs keep no update log
     rows = run.metrics()
-    train = [r for r in rows if r.get("reward_mean") is not None]
-    evals = [r for r in rows if r.get("eval_reward") is not None]
+    train = [r for r in rows if r.reward_mean is not None]
+    evals = [r for r in rows if r.eval_reward is not None]
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     if train:
-        x = [r["iteration"] + 1 for r in train]
+        x = [r.iteration + 1 for r in train]
         what = "population" if method == "ES" else "sampled groups"
-        axis.plot(x, [r["reward_mean"] for r in train], marker="o", label=f"{what} mean")
-        axis.fill_between(x, [r["reward_min"] for r in train], [r["reward_max"] for r in train], alpha=0.15,
+        axis.plot(x, [r.reward_mean for r in train], marker="o", label=f"{what} mean")
+        axis.fill_between(x, [r.reward_min for r in train], [r.reward_max for r in train], alpha=0.15,
                           label=f"{what} min–max")
     if evals:
-        axis.plot([r["iteration"] + 1 for r in evals], [r["eval_reward"] for r in evals], marker="s",
+        axis.plot([r.iteration + 1 for r in evals], [r.eval_reward for r in evals], marker="s",
                   color="black", label="eval (unperturbed, greedy)")
     axis.set_xlabel("iteration (0 = base model)")
     axis.set_ylabel("reward")

@@ -1,0 +1,64 @@
+"""The one table of tasks: for each dataset kind, where its fields are, which evaluator scores it,
+and which instruction is appended to its problems.
+
+Add a task here (and its reader in datasets.py if it needs a new one); nothing else holds these
+facts. The instruction follows the evaluator, not the dataset, because it asks for the answer format
+that evaluator parses: `task.evaluator=gsm8k` on a JSONL file gets the GSM8K instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION, gsm8k_reference
+from seedcast.evaluators.math_answer import MATH_INSTRUCTION
+from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION
+
+
+@dataclass(frozen=True)
+class Task:
+    """What Seedcast knows about one dataset kind."""
+
+    evaluator: str  # the evaluator spec that scores it unless task.evaluator says otherwise
+    prompt_field: str = "problem"  # dotted field of the problem text in its records
+    answer_field: str = "answer"  # dotted field of the reference answer
+    # Turns the raw answer field into the reference the evaluator compares against (None: keep it).
+    reference: Callable[[str], str | None] | None = None
+
+
+TASKS: dict[str, Task] = {
+    "gsm8k": Task("gsm8k", "question", "answer", reference=gsm8k_reference),
+    "math500": Task("math"),
+    "aime24": Task("math"),
+    "deepscaler": Task("math"),
+    "deepscaler-verl": Task("math", "prompt.0.content", "reward_model.ground_truth"),
+    # Files in any layout (fields from task.prompt_field / task.answer_field).
+    "jsonl": Task("math"),
+    "json": Task("math"),
+    "parquet": Task("math"),
+    # Generated offline, no records.
+    "synthetic": Task("synthetic"),
+    # A Hugging Face hub dataset (task.path is its id), when the hub is reachable.
+    "hf": Task("math"),
+}
+FILE_KINDS = tuple(kind for kind in TASKS if kind not in ("hf", "synthetic"))
+DATASET_KINDS = tuple(TASKS)
+
+# evaluator spec -> the instruction asking for the answer format it parses ("" for all others)
+INSTRUCTIONS: dict[str, str] = {
+    "synthetic": SYNTHETIC_INSTRUCTION,
+    "gsm8k": GSM8K_INSTRUCTION,
+    "math": MATH_INSTRUCTION,
+}
+
+
+def default_evaluator(dataset: str) -> str:
+    """The evaluator that scores a dataset kind (math for kinds this table does not know)."""
+    task = TASKS.get(dataset)
+    return task.evaluator if task else "math"
+
+
+def default_instruction(evaluator: str) -> str:
+    """The instruction appended to problems scored by `evaluator`."""
+    return INSTRUCTIONS.get(evaluator, "")

@@ -1,0 +1,13 @@
+"""Seeded noise: ε(seed, Hugging Face tensor name) as a pure function, and the arithmetic built on it.
+
+Every backend and the exporter build perturbations and updates from this package, so a seed means
+the same perturbation everywhere (on one device type). Two kinds, chosen per run (`es.noise`,
+`seedcast serve --noise`), never mixed in one run:
+
+- `gaussian` (gaussian.py, the default): fresh seeded `torch.randn` per tensor;
+- `table` (table.py): slices of one fixed table of Gaussian samples, about 3× cheaper on a CPU.
+
+    source.py   stable_seed / tensor_seed (the one seed hash) and the NoiseSource protocol
+    kinds.py    noise kind name -> source
+    apply.py    perturb, update and fingerprint weights from a source
+"""

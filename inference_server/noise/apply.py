@@ -1,0 +1,98 @@
+"""Weights from noise: perturbations, updates and fingerprints, the same code for every backend.
+
+Noise is generated tensor by tensor on a small thread pool (`torch.randn` releases the GIL), which
+halves the wall time on two cores and keeps the peak extra memory at one tensor per thread. Updates
+add their terms in a fixed order, so a live update and a replay of the log give identical bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from seedcast.inference_server.noise.gaussian import GAUSSIAN
+from seedcast.inference_server.noise.source import NoiseSource
+
+
+def write_perturbed(master: torch.Tensor, source: NoiseSource, seed: int, name: str, scale: float,
+                    targets: list[tuple[torch.Tensor, int]]) -> None:
+    """For each (target, sign): target = cast(master + sign·scale·ε), from one noise draw.
+
+    Computed per chunk as (scale·ε) + master, and master − (scale·ε) for sign −1 (negating is exact, so
+    the mirrored partner gets the bits a separate perturbation would give). Tensors must be contiguous.
+    """
+    flat = master.view(-1)
+    outs = sorted(((target.view(-1), sign) for target, sign in targets), key=lambda item: item[1])  # −1 first
+    for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
+        step = noise.mul_(scale) if source.fresh else noise.mul(scale)
+        piece = flat[start:end]
+        for out, sign in outs:  # a +1 target last: it reuses `step` in place
+            if sign < 0:
+                out[start:end].copy_(torch.sub(piece, step))
+            else:
+                out[start:end].copy_(step.add_(piece))
+
+
+def perturbed_master(master: torch.Tensor, source: NoiseSource, seed: int, name: str, scale: float) -> torch.Tensor:
+    """A fresh float32 tensor master + scale·ε, computed as (scale·ε) + master like write_perturbed."""
+    if source.fresh:  # the noise tensors themselves take the result: no second full-size tensor
+        flat = master.view(-1)
+        pieces = [noise.mul_(scale).add_(flat[start:end])
+                  for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device)]
+        return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).view_as(master)
+    out = torch.empty_like(master, dtype=torch.float32)
+    write_perturbed(master, source, seed, name, scale, [(out, 1)])
+    return out
+
+
+def default_noise_threads() -> int:
+    """Threads used for noise generation: all cores torch may use, at most 8."""
+    return max(1, min(8, torch.get_num_threads(), os.cpu_count() or 1))
+
+
+def for_each_tensor(names: Iterable[str], work: Callable[[str], None], threads: int | None = None) -> None:
+    """Run `work(name)` for every name, on a thread pool; re-raises the first error."""
+    names = list(names)
+    threads = threads or default_noise_threads()
+    if threads == 1 or len(names) == 1:
+        for name in names:
+            work(name)
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="seedcast-noise") as pool:
+        for future in [pool.submit(work, name) for name in names]:
+            future.result()
+
+
+def apply_update_terms(master: Mapping[str, torch.Tensor], terms: list[tuple[int, float]],
+                       threads: int | None = None, source: NoiseSource = GAUSSIAN) -> None:
+    """master[name] += sum(coeff * noise(seed, name)) for every tensor, in float32, terms in order.
+
+    The order of the terms is fixed, so a live update and a replay of the log give identical bits.
+    """
+
+    def update_one(name: str) -> None:
+        flat = master[name].view(-1)
+        buffer = torch.empty_like(flat, dtype=torch.float32) if source.fresh else None
+        for seed, coeff in terms:
+            for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device, buffer):
+                flat[start:end].add_(noise, alpha=coeff)
+
+    for_each_tensor(master.keys(), update_one, threads)
+
+
+def weights_fingerprint(named_tensors: Iterator[tuple[str, torch.Tensor]] | Mapping[str, torch.Tensor]) -> str:
+    """A SHA-256 over names, shapes, dtypes and bytes of the tensors, in name order (hex, 16 chars).
+
+    Two replicas with the same base and the same update log have the same fingerprint.
+    """
+    items = sorted(named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors)
+    digest = hashlib.sha256()
+    for name, tensor in items:
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
+        digest.update(memoryview(flat.view(torch.uint8).numpy()))
+    return digest.hexdigest()[:16]

@@ -1,0 +1,71 @@
+"""`seedcast serve`'s options: one ServeConfig, flags generated from it, files and flags merged."""
+
+from __future__ import annotations
+
+import pytest
+
+from seedcast.inference_server.serve_config import (
+    ServeConfig,
+    ServeConfigError,
+    load_serve_config,
+    serve_config_from_args,
+    write_serve_config,
+)
+from seedcast.optimizer.cli import build_parser, main
+from seedcast.optimizer.config import load_config
+from seedcast.optimizer.fleet.local import LocalFleet
+
+
+def _parse(*argv: str) -> ServeConfig:
+    return serve_config_from_args(build_parser().parse_args(["serve", *argv]))
+
+
+def test_every_field_has_a_flag_and_unset_flags_keep_the_defaults():
+    help_text = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
+    for name in ServeConfig.model_fields:
+        flag = "--allow-evaluator" if name == "allowed_evaluators" else "--" + name.replace("_", "-")
+        assert flag in help_text, flag
+    assert _parse() == ServeConfig()
+
+
+def test_flags_override_the_file(tmp_path):
+    path = tmp_path / "server.yaml"
+    write_serve_config(ServeConfig(port=7000, threads=3, allowed_evaluators=["remote:"]), path)
+    config = _parse("--config", str(path), "--port", "7001", "--pair-cache", "--allow-evaluator", "mypkg.")
+    assert (config.port, config.threads, config.pair_cache) == (7001, 3, True)
+    assert config.allowed_evaluators == ["mypkg."]
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("backend: tpu\nport: -1\ncolour: blue\n")
+    with pytest.raises(ServeConfigError) as error:
+        load_serve_config(path)
+    message = str(error.value)
+    assert "3 server option problem(s)" in message
+    assert "unknown backend 'tpu'" in message and "--port" in message and "colour: unknown option" in message
+
+
+def test_options_of_another_backend_are_refused_by_name(capsys):
+    with pytest.raises(ServeConfigError, match="--cpu-cores applies to --backend vllm only"):
+        load_serve_config(values={"backend": "hf", "cpu_cores": "0-1"})
+    assert main(["serve", "--gpu-memory-utilization", "0.5"]) == 2
+    assert "--gpu-memory-utilization applies to --backend vllm only" in capsys.readouterr().err
+
+
+def test_each_backend_receives_only_its_options():
+    hf = ServeConfig(threads=2).backend_options()
+    assert set(hf) == {"model", "device", "dtype", "threads", "noise"} and hf["threads"] == 2
+    vllm = ServeConfig(backend="vllm", kv_cache_gib=2.0, pair_cache=True).backend_options()
+    assert {"cpu_cores", "kv_cache_gib", "gpu_memory_utilization", "pair_cache"} <= set(vllm)
+
+
+def test_local_servers_get_the_runs_model_noise_and_evaluator(tmp_path):
+    config = load_config(overrides=["es.noise=table", "fleet.pair_cache=true", "fleet.local=2",
+                                    "fleet.local_metrics_port=9100"])
+    fleet = LocalFleet(config, tmp_path)
+    written = tmp_path / "server-1.yaml"
+    write_serve_config(fleet.serve_config(1), written)
+    served = load_serve_config(written)
+    assert (served.noise, served.pair_cache, served.port, served.metrics_port) == ("table", True, 0, 9101)
+    assert served.allowed_evaluators == ["synthetic"] and served.model == config.model.name
