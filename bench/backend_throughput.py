@@ -25,10 +25,26 @@ OVERHEAD_SCRIPT = Path(__file__).with_name("member_overhead.py")
 def run_backend(backend: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "result.json"
-        command = [sys.executable, str(OVERHEAD_SCRIPT), "--backend", backend, "--model", args.model,
-                   "--prompts", str(args.prompts), "--max-new-tokens", str(args.max_new_tokens),
-                   "--repeats", str(args.repeats), "--threads", str(args.threads), "--dtype", "bfloat16",
-                   "--json", str(out)]
+        command = [
+            sys.executable,
+            str(OVERHEAD_SCRIPT),
+            "--backend",
+            backend,
+            "--model",
+            args.model,
+            "--prompts",
+            str(args.prompts),
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--repeats",
+            str(args.repeats),
+            "--threads",
+            str(args.threads),
+            "--dtype",
+            "bfloat16",
+            "--json",
+            str(out),
+        ]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return json.loads(out.read_text())
 
@@ -51,8 +67,10 @@ def main() -> None:
             results[backend].append(run_backend(backend, args))
 
     summary = {}
-    print(f"\n{'backend':<8}{'member s':>10}{'tokens/s':>10}{'generate-only s':>17}{'ES overhead':>13}"
-          f"{'perturb s':>11}{'restore s':>11}{'peak RSS GiB':>14}")
+    print(
+        f"\n{'backend':<8}{'member s':>10}{'tokens/s':>10}{'generate-only s':>17}{'ES overhead':>13}"
+        f"{'perturb s':>11}{'restore s':>11}{'peak RSS GiB':>14}"
+    )
     for backend, runs in results.items():
         rows = [row for run in runs for row in run["rows"]]
         summary[backend] = {
@@ -65,14 +83,19 @@ def main() -> None:
             "peak_rss_gib": max(run["peak_rss_bytes"] for run in runs) / 2**30,
         }
         s = summary[backend]
-        print(f"{backend:<8}{s['member_s']:>10.2f}{s['tokens_per_s']:>10.0f}{s['generate_only_s']:>17.2f}"
-              f"{s['overhead_ratio']:>13.3f}{s['perturb_s']:>11.3f}{s['restore_s']:>11.3f}{s['peak_rss_gib']:>14.2f}")
+        print(
+            f"{backend:<8}{s['member_s']:>10.2f}{s['tokens_per_s']:>10.0f}{s['generate_only_s']:>17.2f}"
+            f"{s['overhead_ratio']:>13.3f}{s['perturb_s']:>11.3f}{s['restore_s']:>11.3f}{s['peak_rss_gib']:>14.2f}"
+        )
     speedup = summary["vllm"]["tokens_per_s"] / summary["hf"]["tokens_per_s"]
-    print(f"\nvllm ÷ hf generated tokens/s through the server: {speedup:.2f} "
-          f"({args.prompts} prompts, {args.max_new_tokens} new tokens, {args.threads} threads, bf16)")
+    print(
+        f"\nvllm ÷ hf generated tokens/s through the server: {speedup:.2f} "
+        f"({args.prompts} prompts, {args.max_new_tokens} new tokens, {args.threads} threads, bf16)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "summary": summary, "speedup": speedup,
-                                               "runs": results}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "summary": summary, "speedup": speedup, "runs": results}, indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":

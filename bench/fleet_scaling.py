@@ -24,17 +24,28 @@ from seedcast.optimizer.trainer import Trainer
 
 def run_layout(servers: int, threads: int, args: argparse.Namespace) -> dict:
     """One run; returns members/s and the iteration seconds."""
-    overrides = [f"model.name={args.model}", f"iterations={args.iterations + 1}", f"batch_size={args.prompts}",
-                 "eval_every=0", f"sampling.max_new_tokens={args.max_new_tokens}", f"es.population={args.population}",
-                 f"fleet.local={servers}", f"fleet.threads_per_server={threads}"]
+    overrides = [
+        f"model.name={args.model}",
+        f"iterations={args.iterations + 1}",
+        f"batch_size={args.prompts}",
+        "eval_every=0",
+        f"sampling.max_new_tokens={args.max_new_tokens}",
+        f"es.population={args.population}",
+        f"fleet.local={servers}",
+        f"fleet.threads_per_server={threads}",
+    ]
     config = load_config(overrides=overrides)
     with tempfile.TemporaryDirectory() as tmp:
         run = RunDirectory.create(Path(tmp) / "run", config)
         result = asyncio.run(Trainer(config, run, show_progress=False).train())
     seconds = [row.seconds for row in result.metrics if row.iteration >= 1]
     median = statistics.median(seconds)
-    return {"servers": servers, "threads": threads, "iteration_seconds": seconds,
-            "members_per_second": args.population / median}
+    return {
+        "servers": servers,
+        "threads": threads,
+        "iteration_seconds": seconds,
+        "members_per_second": args.population / median,
+    }
 
 
 def main() -> None:
@@ -54,8 +65,10 @@ def main() -> None:
     base = rows[0]["members_per_second"]
     print(f"{'servers':>8}{'threads each':>14}{'members/s':>11}{'vs first':>10}")
     for row in rows:
-        print(f"{row['servers']:>8}{row['threads']:>14}{row['members_per_second']:>11.3f}"
-              f"{row['members_per_second'] / base:>10.2f}")
+        print(
+            f"{row['servers']:>8}{row['threads']:>14}{row['members_per_second']:>11.3f}"
+            f"{row['members_per_second'] / base:>10.2f}"
+        )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)

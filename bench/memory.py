@@ -62,14 +62,16 @@ def peak_of(pid: int) -> int:
 def plain_inference_peak(model: str, prompts: int, tokens: int) -> int:
     """Peak RSS of a process that loads the model in the inference dtype and generates the batch."""
     script = INFERENCE_SCRIPT + "\nimport os\nprint(open(f'/proc/{os.getpid()}/status').read())\n"
-    output = subprocess.run([sys.executable, "-c", script, model, str(prompts), str(tokens)], check=True,
-                            capture_output=True, text=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-c", script, model, str(prompts), str(tokens)], check=True, capture_output=True, text=True
+    ).stdout
     line = next(line for line in output.splitlines() if line.startswith("VmHWM:"))
     return int(line.split()[1]) * 1024
 
 
-async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pair_cache: bool = False,
-                         noise: str = "gaussian") -> int:
+async def es_server_peak(
+    model: str, prompts: int, tokens: int, members: int, pair_cache: bool = False, noise: str = "gaussian"
+) -> int:
     """Peak RSS of a real `seedcast serve` process after mirrored members and one update."""
     import grpc
 
@@ -79,10 +81,22 @@ async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pa
 
     with tempfile.TemporaryDirectory() as scratch:
         ready = Path(scratch) / "ready.json"
-        command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", model, "--port", "0",
-                   "--ready-file", str(ready), "--noise", noise, *(["--pair-cache"] if pair_cache else [])]
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        command = [
+            sys.executable,
+            "-m",
+            "seedcast.optimizer.cli",
+            "serve",
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready),
+            "--noise",
+            noise,
+            *(["--pair-cache"] if pair_cache else []),
+        ]
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 600
             while not ready.exists():
@@ -90,22 +104,35 @@ async def es_server_peak(model: str, prompts: int, tokens: int, members: int, pa
                     raise RuntimeError("the server did not start")
                 time.sleep(0.2)
             port = json.loads(ready.read_text())["port"]
-            problems = [pb.Problem(prompt=f"{p.prompt}\n\n{SYNTHETIC_INSTRUCTION}", reference=p.reference)
-                        for p in synthetic_problems(prompts, seed=0)]
+            problems = [
+                pb.Problem(prompt=f"{p.prompt}\n\n{SYNTHETIC_INSTRUCTION}", reference=p.reference)
+                for p in synthetic_problems(prompts, seed=0)
+            ]
             sampling = pb.SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=tokens, samples_per_prompt=1)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = pb_grpc.InferenceServerStub(channel)
                 stream = stub.Evaluate()
-                await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, problems=problems,
-                                                                           evaluator="synthetic")))
+                await stream.write(
+                    pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, problems=problems, evaluator="synthetic"))
+                )
                 for index in range(members):
-                    await stream.write(pb.EvaluateRequest(task=pb.MemberTask(
-                        iteration=0, member=index, seed=100 + index // 2, sign=1 if index % 2 == 0 else -1,
-                        sigma=5e-3, sampling=sampling)))
+                    await stream.write(
+                        pb.EvaluateRequest(
+                            task=pb.MemberTask(
+                                iteration=0,
+                                member=index,
+                                seed=100 + index // 2,
+                                sign=1 if index % 2 == 0 else -1,
+                                sigma=5e-3,
+                                sampling=sampling,
+                            )
+                        )
+                    )
                     await stream.read()
                 await stream.done_writing()
-                await stub.ApplyUpdate(pb.UpdateRequest(step=1, sigma=5e-3,
-                                                        terms=[pb.SeedCoefficient(seed=100, coeff=1e-5)]))
+                await stub.ApplyUpdate(
+                    pb.UpdateRequest(step=1, sigma=5e-3, terms=[pb.SeedCoefficient(seed=100, coeff=1e-5)])
+                )
             return peak_of(server.pid)
         finally:
             server.terminate()
@@ -118,10 +145,25 @@ def grpo_peak(run: str | None, steps: int, model: str, batch: int, tokens: int) 
         summary = json.loads((Path(run) / "summary.json").read_text())
         return int(summary["peak_rss_bytes"]), f"{run}/summary.json"
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", "grpo", "--no-progress", "--run-dir",
-                        f"{scratch}/run", f"model.name={model}", f"batch_size={batch}", "eval_every=0",
-                        f"grpo.steps={steps}", f"sampling.max_new_tokens={tokens}"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "seedcast.optimizer.cli",
+                "grpo",
+                "--no-progress",
+                "--run-dir",
+                f"{scratch}/run",
+                f"model.name={model}",
+                f"batch_size={batch}",
+                "eval_every=0",
+                f"grpo.steps={steps}",
+                f"sampling.max_new_tokens={tokens}",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         summary = json.loads(Path(f"{scratch}/run/summary.json").read_text())
     return int(summary["peak_rss_bytes"]), f"{steps} GRPO step(s) measured here"
 
@@ -140,10 +182,12 @@ def main() -> None:
     es = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members))
     cached = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members, pair_cache=True))
     table = asyncio.run(es_server_peak(args.model, args.prompts, args.max_new_tokens, args.members, noise="table"))
-    rows = [("plain inference", inference, "fresh process: load + generate the batch"),
-            ("ES server", es, f"seedcast serve: {args.members} mirrored members + 1 update"),
-            ("ES server --pair-cache", cached, "the same, one more inference-dtype copy of the weights"),
-            ("ES server --noise table", table, "the same as ES server, plus the 64 MiB noise table")]
+    rows = [
+        ("plain inference", inference, "fresh process: load + generate the batch"),
+        ("ES server", es, f"seedcast serve: {args.members} mirrored members + 1 update"),
+        ("ES server --pair-cache", cached, "the same, one more inference-dtype copy of the weights"),
+        ("ES server --noise table", table, "the same as ES server, plus the 64 MiB noise table"),
+    ]
     if args.grpo_run or args.grpo_steps:
         grpo, source = grpo_peak(args.grpo_run, args.grpo_steps, args.model, args.prompts, args.max_new_tokens)
         rows.append(("TRL GRPO training", grpo, source))
@@ -152,8 +196,9 @@ def main() -> None:
     for name, peak, note in rows:
         print(f"| {name} | {peak / GIB:.2f} | {peak / inference:.2f} | {note} |")
     if args.json:
-        Path(args.json).write_text(json.dumps([{"process": n, "peak_rss_bytes": p, "note": t} for n, p, t in rows],
-                                              indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps([{"process": n, "peak_rss_bytes": p, "note": t} for n, p, t in rows], indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":

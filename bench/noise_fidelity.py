@@ -50,8 +50,10 @@ def main() -> None:
             started = time.perf_counter()
             row = {"dtype": dtype_name, "sigma": sigma, **fidelity(master, sigma, getattr(torch, dtype_name))}
             rows.append(row)
-            print(f"{dtype_name:<10}{sigma:>10.0e}{row['swallowed_fraction']:>12.1%}{row['relative_rms_error']:>14.1%}"
-                  f"{time.perf_counter() - started:>9.1f}")
+            print(
+                f"{dtype_name:<10}{sigma:>10.0e}{row['swallowed_fraction']:>12.1%}{row['relative_rms_error']:>14.1%}"
+                f"{time.perf_counter() - started:>9.1f}"
+            )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"model": args.model, "rows": rows}, handle, indent=2)

@@ -33,23 +33,27 @@ from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.scheduler import FleetScheduler, IterationWork
 from seedcast.proto import seedcast_pb2 as pb
 
-BATCH = pb.PromptBatch(iteration=0, evaluator="synthetic", problems=[pb.Problem(prompt="What is 1 + 1?",
-                                                                                reference="2")])
+BATCH = pb.PromptBatch(
+    iteration=0, evaluator="synthetic", problems=[pb.Problem(prompt="What is 1 + 1?", reference="2")]
+)
 SAMPLING = pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1)
 
 
 async def serve(count: int, latency: float, ports_file: Path) -> None:
     """Child process: `count` servers; their ports written to `ports_file`; runs until killed."""
-    servers = [await start_server(SimulatedLatencyTestBackend(latency), "127.0.0.1", 0, max_concurrent_rpcs=8)
-               for _ in range(count)]
+    servers = [
+        await start_server(SimulatedLatencyTestBackend(latency), "127.0.0.1", 0, max_concurrent_rpcs=8)
+        for _ in range(count)
+    ]
     ports_file.write_text(json.dumps([server.port for server in servers]))
     await asyncio.Event().wait()
 
 
 def spawn(count: int, latency: float) -> tuple[subprocess.Popen, list[int]]:
     ports_file = Path(tempfile.mkdtemp()) / "ports.json"
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(count), "--latency", str(latency),
-                                "--ports-file", str(ports_file)])
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(count), "--latency", str(latency), "--ports-file", str(ports_file)]
+    )
     while not ports_file.exists():
         if process.poll() is not None:
             raise RuntimeError("server process failed")
@@ -70,8 +74,9 @@ async def run_iterations(ports: list[int], population: int, iterations: int) -> 
             batch = pb.PromptBatch()
             batch.CopyFrom(BATCH)
             batch.iteration = iteration
-            work = IterationWork(iteration=iteration, step=0, batch=batch, members=strategy.ask(ESState(iteration)),
-                                 sampling=SAMPLING)
+            work = IterationWork(
+                iteration=iteration, step=0, batch=batch, members=strategy.ask(ESState(iteration)), sampling=SAMPLING
+            )
             started, cpu_started = time.perf_counter(), time.process_time()
             reports = await scheduler.run_iteration(work)
             assert len(reports) == population
@@ -97,8 +102,10 @@ def main() -> None:
         asyncio.run(serve(args.serve, args.latency, Path(args.ports_file)))
         return
     rows = []
-    print(f"{'servers':>8}{'members/iter':>14}{'results/s':>11}{'optimizer CPU µs/result':>25}"
-          f"{'optimizer capacity/s':>22}")
+    print(
+        f"{'servers':>8}{'members/iter':>14}{'results/s':>11}{'optimizer CPU µs/result':>25}"
+        f"{'optimizer capacity/s':>22}"
+    )
     for count in (int(n) for n in args.servers.split(",")):
         process, ports = spawn(count, 0.0)
         try:
@@ -109,9 +116,15 @@ def main() -> None:
             process.wait()
         rate = population / statistics.median(seconds)
         cpu_per_result = statistics.median(cpu_seconds) / population
-        rows.append({"servers": count, "population": population, "results_per_second": rate,
-                     "optimizer_cpu_seconds_per_result": cpu_per_result,
-                     "optimizer_capacity_per_cpu_second": 1 / cpu_per_result})
+        rows.append(
+            {
+                "servers": count,
+                "population": population,
+                "results_per_second": rate,
+                "optimizer_cpu_seconds_per_result": cpu_per_result,
+                "optimizer_capacity_per_cpu_second": 1 / cpu_per_result,
+            }
+        )
         print(f"{count:>8}{population:>14}{rate:>11.0f}{cpu_per_result * 1e6:>25.0f}{1 / cpu_per_result:>22.0f}")
     if not args.idle_servers:
         if args.json:
@@ -127,13 +140,26 @@ def main() -> None:
         process.wait()
     ideal = population / args.idle_servers * args.latency
     idle = 1 - ideal / seconds
-    print(f"\n{args.idle_servers} servers, {args.latency:g} s per member, {population} members: {seconds:.2f} s per "
-          f"iteration against {ideal:.2f} s ideal -> idle fraction {idle:.1%}")
+    print(
+        f"\n{args.idle_servers} servers, {args.latency:g} s per member, {population} members: {seconds:.2f} s per "
+        f"iteration against {ideal:.2f} s ideal -> idle fraction {idle:.1%}"
+    )
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"rows": rows, "idle": {"servers": args.idle_servers, "latency": args.latency,
-                                              "seconds": seconds, "ideal": ideal, "idle_fraction": idle}},
-                      handle, indent=2)
+            json.dump(
+                {
+                    "rows": rows,
+                    "idle": {
+                        "servers": args.idle_servers,
+                        "latency": args.latency,
+                        "seconds": seconds,
+                        "ideal": ideal,
+                        "idle_fraction": idle,
+                    },
+                },
+                handle,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

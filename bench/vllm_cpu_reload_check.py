@@ -48,13 +48,20 @@ def main() -> None:
     from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location
 
     location = checkpoint_location(args.model)
-    llm = vllm.LLM(model=location, dtype="bfloat16", enforce_eager=True, kv_cache_memory_bytes=1 << 30,
-                   distributed_executor_backend="uni",
-                   worker_extension_cls=f"{__name__}.HandleReloadProbe")  # the engine runs in this process
+    llm = vllm.LLM(
+        model=location,
+        dtype="bfloat16",
+        enforce_eager=True,
+        kv_cache_memory_bytes=1 << 30,
+        distributed_executor_backend="uni",
+        worker_extension_cls=f"{__name__}.HandleReloadProbe",
+    )  # the engine runs in this process
     rebuilt = llm.collective_rpc("probe_reload", args=(location,))[0]
     stale = sorted(name for name, done in rebuilt.items() if not done)
-    print(f"vLLM {vllm.__version__}: {len(rebuilt) - len(stale)} of {len(rebuilt)} packed GEMM handles rebuilt "
-          "by reload_weights")
+    print(
+        f"vLLM {vllm.__version__}: {len(rebuilt) - len(stale)} of {len(rebuilt)} packed GEMM handles rebuilt "
+        "by reload_weights"
+    )
     print("RESULT: every handle rebuilt" if not stale else f"RESULT: NOT rebuilt (stale weights): {', '.join(stale)}")
 
 

@@ -25,16 +25,32 @@ MODELS = {"SmolLM2-135M": 134_515_008, "Qwen2.5-1.5B": 1_543_714_304, "Llama-3-8
 
 def member_bytes(prompts: int, summary_only: bool) -> tuple[int, int]:
     """(task bytes, result bytes) for a member over `prompts` prompts, worst-case field values."""
-    task = pb.EvaluateRequest(task=pb.MemberTask(
-        iteration=2**40, member=2**20, seed=2**64 - 1, sign=-1, sigma=1.5e-3, expected_step=2**40,
-        summary_only=summary_only,
-        sampling=pb.SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=1024, samples_per_prompt=16,
-                                   seed=2**64 - 1)))
+    task = pb.EvaluateRequest(
+        task=pb.MemberTask(
+            iteration=2**40,
+            member=2**20,
+            seed=2**64 - 1,
+            sign=-1,
+            sigma=1.5e-3,
+            expected_step=2**40,
+            summary_only=summary_only,
+            sampling=pb.SamplingParams(
+                temperature=1.0, top_p=0.95, max_new_tokens=1024, samples_per_prompt=16, seed=2**64 - 1
+            ),
+        )
+    )
     per_prompt = {} if summary_only else {"rewards": [0.123456] * prompts, "completion_tokens": [16_384] * prompts}
-    result = pb.EvaluateResponse(result=pb.MemberResult(
-        iteration=2**40, member=2**20, reward_mean=0.123456789, prompts_scored=prompts,
-        total_completion_tokens=16_384 * prompts, **per_prompt,
-        timings=pb.Timings(perturb_seconds=0.3, generate_seconds=12.5, score_seconds=0.01, restore_seconds=0.02)))
+    result = pb.EvaluateResponse(
+        result=pb.MemberResult(
+            iteration=2**40,
+            member=2**20,
+            reward_mean=0.123456789,
+            prompts_scored=prompts,
+            total_completion_tokens=16_384 * prompts,
+            **per_prompt,
+            timings=pb.Timings(perturb_seconds=0.3, generate_seconds=12.5, score_seconds=0.01, restore_seconds=0.02),
+        )
+    )
     return task.ByteSize() + GRPC_PREFIX, result.ByteSize() + GRPC_PREFIX
 
 
@@ -51,8 +67,10 @@ def main() -> None:
             rows.append({"prompts": prompts, "mode": mode, "task_bytes": task, "result_bytes": result})
             print(f"{prompts:>15}{mode:>12}{task:>9}{result:>10}{task + result:>9}")
     task, result_fixed = member_bytes(4096, summary_only=True)
-    print(f"\nper member (summary results, the trainer's default): at most {task + result_fixed} bytes for any batch "
-          "and any model size; per-prompt results add about 7 bytes per prompt")
+    print(
+        f"\nper member (summary results, the trainer's default): at most {task + result_fixed} bytes for any batch "
+        "and any model size; per-prompt results add about 7 bytes per prompt"
+    )
     print(f"{'model':<16}{'params':>16}{'bf16 weights/member':>22}{'ratio':>12}")
     for name, params in MODELS.items():
         print(f"{name:<16}{params:>16,}{2 * params:>22,}{2 * params / (task + result_fixed):>12,.0f}x")

@@ -27,7 +27,7 @@ def last_boxed(text: str) -> str | None:
         elif text[index] == "}":
             depth -= 1
             if depth == 0:
-                return text[brace + 1:index]
+                return text[brace + 1 : index]
     return None  # unbalanced: the box never closed
 
 

@@ -55,8 +55,9 @@ def checked_reward(value: object, evaluator_name: str) -> float | None:
     if value is None:
         return None
     if not isinstance(value, (int, float)):
-        raise TypeError(f"evaluator {evaluator_name!r} returned {type(value).__name__}; "
-                        "expected a float in [0, 1] or None")
+        raise TypeError(
+            f"evaluator {evaluator_name!r} returned {type(value).__name__}; expected a float in [0, 1] or None"
+        )
     reward = float(value)
     if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
         raise ValueError(f"evaluator {evaluator_name!r} returned {reward}; rewards must lie in [0, 1]")

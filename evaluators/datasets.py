@@ -94,8 +94,9 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
         try:
             prompt, answer = str(field_value(record, prompt_field)), field_value(record, answer_field)
         except KeyError as error:
-            raise DatasetError(f"{origin} record {index}: missing {error.args[0]}; set task.prompt_field / "
-                               "task.answer_field") from error
+            raise DatasetError(
+                f"{origin} record {index}: missing {error.args[0]}; set task.prompt_field / task.answer_field"
+            ) from error
         reference = answer_text(answer)
         if task.reference is not None:
             reference = task.reference(reference) or reference

@@ -1,7 +1,7 @@
 """GSM8K: exact match of the final number (reference after `####`; prediction = boxed or last number).
 
-    >>> gsm8k_reward("So she sold 72 clips.", "48+24 = <<48+24=72>>72\\n#### 72")
-    1.0
+>>> gsm8k_reward("So she sold 72 clips.", "48+24 = <<48+24=72>>72\\n#### 72")
+1.0
 """
 
 from __future__ import annotations

@@ -75,14 +75,18 @@ class MathEvaluator:
         """Score each sample; one pooled call for the batch, then one call per sample if it timed out."""
         rewards: list[float | None] = [0.0] * len(samples)
         boxes = [last_boxed(s.completion) for s in samples]
-        pending = [(i, box, sample.reference)
-                   for i, (sample, box) in enumerate(zip(samples, boxes, strict=True)) if box is not None]
+        pending = [
+            (i, box, sample.reference)
+            for i, (sample, box) in enumerate(zip(samples, boxes, strict=True))
+            if box is not None
+        ]
         if not pending:
             return rewards
         batch = self._verify([(box, ref) for _, box, ref in pending], self.timeout_seconds * len(pending))
         if batch is None:  # something hung: find which, one at a time
-            batch = [(r[0] if (r := self._verify([(box, ref)], self.timeout_seconds)) else 0.0)
-                     for _, box, ref in pending]
+            batch = [
+                (r[0] if (r := self._verify([(box, ref)], self.timeout_seconds)) else 0.0) for _, box, ref in pending
+            ]
         for (index, _, _), reward in zip(pending, batch, strict=True):
             rewards[index] = reward
         return rewards

@@ -62,8 +62,10 @@ def _arity(function: Callable) -> int:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
         return -1
-    return sum(p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               for p in parameters)
+    return sum(
+        p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p in parameters
+    )
 
 
 def installed_plugins() -> dict:

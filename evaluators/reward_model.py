@@ -41,9 +41,10 @@ class LocalRewardModel:
         """One reward in [0, 1] per sample."""
         rewards: list[float | None] = []
         for start in range(0, len(samples), self.batch_size):
-            texts = [self._text(s) for s in samples[start:start + self.batch_size]]
-            encoded = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                                     max_length=self.max_length).to(self.device)
+            texts = [self._text(s) for s in samples[start : start + self.batch_size]]
+            encoded = self.tokenizer(
+                texts, return_tensors="pt", padding=True, truncation=True, max_length=self.max_length
+            ).to(self.device)
             with self.torch.inference_mode():
                 logits = self.model(**encoded).logits.float()
             scores = logits[:, 0].sigmoid() if logits.shape[1] == 1 else logits.softmax(-1)[:, -1]
@@ -66,15 +67,18 @@ class RemoteRewardEndpoint:
         """POST in batches; raise with the endpoint's answer when it is malformed."""
         rewards: list[float | None] = []
         for start in range(0, len(samples), self.batch_size):
-            chunk = samples[start:start + self.batch_size]
-            payload = {"samples": [{"prompt": s.prompt, "completion": s.completion, "reference": s.reference}
-                                   for s in chunk]}
+            chunk = samples[start : start + self.batch_size]
+            payload = {
+                "samples": [{"prompt": s.prompt, "completion": s.completion, "reference": s.reference} for s in chunk]
+            }
             response = self.session.post(self.url, json=payload, timeout=self.timeout_seconds)
             response.raise_for_status()
             body = response.json()
             values = body.get("rewards") if isinstance(body, dict) else None
             if not isinstance(values, list) or len(values) != len(chunk):
-                raise ValueError(f"reward endpoint {self.url} must answer {{'rewards': [...]}} with "
-                                 f"{len(chunk)} values; got {str(body)[:200]}")
+                raise ValueError(
+                    f"reward endpoint {self.url} must answer {{'rewards': [...]}} with "
+                    f"{len(chunk)} values; got {str(body)[:200]}"
+                )
             rewards.extend(checked_reward(value, self.url) for value in values)
         return rewards

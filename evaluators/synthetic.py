@@ -44,8 +44,13 @@ def synthetic_problems(count: int, difficulty: int = 2, seed: int = 0) -> list[P
         left, right = _operand(rng, left_digits), _operand(rng, right_digits)
         answer = left + right if operator == "+" else left * right
         symbol = "+" if operator == "+" else "×"
-        problems.append(Problem(prompt=f"What is {left} {symbol} {right}?", reference=str(answer),
-                                problem_id=f"synthetic-{difficulty}-{seed}-{index}"))
+        problems.append(
+            Problem(
+                prompt=f"What is {left} {symbol} {right}?",
+                reference=str(answer),
+                problem_id=f"synthetic-{difficulty}-{seed}-{index}",
+            )
+        )
     return problems
 
 

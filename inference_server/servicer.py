@@ -41,8 +41,9 @@ log = logging.getLogger("seedcast.server")
 class InferenceServicer(pb_grpc.InferenceServerServicer):
     """Implements the InferenceServer service over a Backend."""
 
-    def __init__(self, backend: Backend, limits: Limits | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, backend: Backend, limits: Limits | None = None, registry: CollectorRegistry | None = None
+    ) -> None:
         self.backend = backend
         self.limits = limits or Limits()
         info = backend.info()
@@ -57,8 +58,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
 
     def _check_intact(self) -> None:
         if self.broken:
-            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
-                               f"this server's weights are inconsistent ({self.broken}); restart it")
+            raise RequestError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this server's weights are inconsistent ({self.broken}); restart it",
+            )
 
     async def _run(self, function, *args: Any, **kwargs: Any) -> Any:
         async with self._lock:
@@ -66,9 +69,11 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
 
     def _evaluator(self, spec: str) -> Evaluator:
         if not self.limits.evaluator_allowed(spec):
-            raise RequestError(grpc.StatusCode.PERMISSION_DENIED,
-                               f"evaluator {spec!r} is not allowed on this server; start it with "
-                               f"`seedcast serve --allow-evaluator {spec}`")
+            raise RequestError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"evaluator {spec!r} is not allowed on this server; start it with "
+                f"`seedcast serve --allow-evaluator {spec}`",
+            )
         if spec not in self._evaluators:
             try:
                 self._evaluators[spec] = load_evaluator(spec)
@@ -89,28 +94,34 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 if request.HasField("batch"):
                     check_problems(request.batch.problems, self.limits)
                     evaluator = await asyncio.get_running_loop().run_in_executor(
-                        None, self._evaluator, request.batch.evaluator)
+                        None, self._evaluator, request.batch.evaluator
+                    )
                     batch = request.batch
                     continue
                 if request.HasField("tasks"):
                     count = len(request.tasks.tasks)
                     if not 1 <= count <= self.limits.max_tasks_per_message:
-                        raise RequestError(grpc.StatusCode.INVALID_ARGUMENT,
-                                           f"MemberTasks must hold 1 to {self.limits.max_tasks_per_message} "
-                                           f"tasks, got {count}")
+                        raise RequestError(
+                            grpc.StatusCode.INVALID_ARGUMENT,
+                            f"MemberTasks must hold 1 to {self.limits.max_tasks_per_message} tasks, got {count}",
+                        )
                     tasks = list(request.tasks.tasks)
                 elif request.HasField("task"):
                     tasks = [request.task]
                 else:
-                    raise RequestError(grpc.StatusCode.INVALID_ARGUMENT,
-                                       "EvaluateRequest holds neither batch, task nor tasks")
+                    raise RequestError(
+                        grpc.StatusCode.INVALID_ARGUMENT, "EvaluateRequest holds neither batch, task nor tasks"
+                    )
                 self._check_intact()
                 checked = [(task, check_task(task, batch, self.step, self.limits)) for task in tasks]
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
             answers = [await self._evaluate(batch, evaluator, task, sampling) for task, sampling in checked]
-            yield answers[0] if request.HasField("task") else pb.EvaluateResponse(
-                batch=pb.EvaluateResponses(responses=answers))
+            yield (
+                answers[0]
+                if request.HasField("task")
+                else pb.EvaluateResponse(batch=pb.EvaluateResponses(responses=answers))
+            )
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
         prompts = [p.prompt for p in batch.problems]
@@ -120,21 +131,39 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 # Checked again under the lock: an update may have run while this member waited.
                 if task.expected_step != self.step:
                     raise RuntimeError(f"the server moved to step {self.step} while the member waited")
-                outcome = await asyncio.get_running_loop().run_in_executor(self._worker, partial(
-                    evaluate_member, self.backend, evaluator, prompts, references, batch.system_prompt, task.seed,
-                    task.sigma, task.sign, sampling))
+                outcome = await asyncio.get_running_loop().run_in_executor(
+                    self._worker,
+                    partial(
+                        evaluate_member,
+                        self.backend,
+                        evaluator,
+                        prompts,
+                        references,
+                        batch.system_prompt,
+                        task.seed,
+                        task.sigma,
+                        task.sign,
+                        sampling,
+                    ),
+                )
             self._record(outcome)
         except Exception as error:  # an evaluator or generation error fails this member only
             log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)
             self.metrics.members_failed.inc()
-            return pb.EvaluateResponse(failure=pb.MemberFailure(
-                iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"))
+            return pb.EvaluateResponse(
+                failure=pb.MemberFailure(
+                    iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"
+                )
+            )
         scored = [float(numpy.float32(r)) for r in outcome.rewards if not math.isnan(r)]
         result = pb.MemberResult(
-            iteration=task.iteration, member=task.member,
-            reward_mean=sum(scored) / len(scored) if scored else math.nan, prompts_scored=len(scored),
+            iteration=task.iteration,
+            member=task.member,
+            reward_mean=sum(scored) / len(scored) if scored else math.nan,
+            prompts_scored=len(scored),
             total_completion_tokens=sum(outcome.completion_tokens),
-            timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}))
+            timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}),
+        )
         if not task.summary_only:
             result.rewards.extend(outcome.rewards)
             result.completion_tokens.extend(outcome.completion_tokens)
@@ -182,25 +211,38 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         requests = []
         async for request in request_iterator:
             if len(requests) >= self.limits.max_sync_steps:
-                await self._refuse(context, "Sync", RequestError(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"at most {self.limits.max_sync_steps} steps per Sync call"))
+                await self._refuse(
+                    context,
+                    "Sync",
+                    RequestError(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"at most {self.limits.max_sync_steps} steps per Sync call"
+                    ),
+                )
             requests.append(request)
         first = self.step
         try:
             await asyncio.shield(self._apply_steps(requests))
         except RequestError as error:
             # Steps before the bad one stay applied (each was valid); the answer says where it stopped.
-            await self._refuse(context, "Sync", RequestError(error.code, f"{error.message} (server now at step "
-                                                                         f"{self.step})"))
+            await self._refuse(
+                context, "Sync", RequestError(error.code, f"{error.message} (server now at step {self.step})")
+            )
         log.info("synced steps %d..%d, fingerprint %s", first + 1, self.step, self.fingerprint)
         return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
 
     async def GetState(self, request: pb.StateRequest, context: grpc.aio.ServicerContext) -> pb.ServerState:
         """The step, fingerprint and what the backend holds."""
         info = self.backend.info()
-        return pb.ServerState(step=self.step, weights_fingerprint=self.fingerprint, model=info.model,
-                              backend=info.backend, device=info.device, dtype=info.dtype, parameters=info.parameters,
-                              noise=info.noise)
+        return pb.ServerState(
+            step=self.step,
+            weights_fingerprint=self.fingerprint,
+            model=info.model,
+            backend=info.backend,
+            device=info.device,
+            dtype=info.dtype,
+            parameters=info.parameters,
+            noise=info.noise,
+        )
 
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:
         """n completions per problem on the current weights, scored when an evaluator is named."""
@@ -210,29 +252,37 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None
             if request.return_entropy and not self.backend.supports_entropy:
-                raise RequestError(grpc.StatusCode.UNIMPLEMENTED,
-                                   f"the {self.backend.info().backend} backend cannot compute full-distribution "
-                                   "token entropy; sample without it or use hf servers")
+                raise RequestError(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"the {self.backend.info().backend} backend cannot compute full-distribution "
+                    "token entropy; sample without it or use hf servers",
+                )
         except RequestError as error:
             await self._refuse(context, "Sample", error)
         prompts = [p.prompt for p in request.problems]
-        completions = await self._run(self.backend.generate, prompts, sampling, request.system_prompt,
-                                      request.return_entropy)
+        completions = await self._run(
+            self.backend.generate, prompts, sampling, request.system_prompt, request.return_entropy
+        )
         self.metrics.samples_served.inc(sum(len(group) for group in completions))
         self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:
             references = [p.reference for p in request.problems]
             rewards = await asyncio.get_running_loop().run_in_executor(
-                None, score_completions, evaluator, prompts, references, completions)
+                None, score_completions, evaluator, prompts, references, completions
+            )
         else:
             rewards = [[None] * len(group) for group in completions]
         reply = pb.SampleReply(step=self.step)
         for group, group_rewards in zip(completions, rewards, strict=True):
-            reply.problems.append(pb.ProblemSamples(
-                completions=[c.text for c in group],
-                rewards=[float("nan") if r is None else r for r in group_rewards],
-                completion_tokens=[c.tokens for c in group], truncated=[c.truncated for c in group],
-                mean_token_entropy=[c.mean_entropy for c in group] if request.return_entropy else []))
+            reply.problems.append(
+                pb.ProblemSamples(
+                    completions=[c.text for c in group],
+                    rewards=[float("nan") if r is None else r for r in group_rewards],
+                    completion_tokens=[c.tokens for c in group],
+                    truncated=[c.truncated for c in group],
+                    mean_token_entropy=[c.mean_entropy for c in group] if request.return_entropy else [],
+                )
+            )
         return reply
 
     def close(self) -> None:

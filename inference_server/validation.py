@@ -49,8 +49,10 @@ class Limits:
 
         if self.allowed_evaluators is None or spec in BUILTIN_EVALUATORS or spec in installed_plugins():
             return True
-        return any(spec == allowed or (allowed.endswith((":", ".")) and spec.startswith(allowed))
-                   for allowed in self.allowed_evaluators)
+        return any(
+            spec == allowed or (allowed.endswith((":", ".")) and spec.startswith(allowed))
+            for allowed in self.allowed_evaluators
+        )
 
 
 def _invalid(message: str) -> RequestError:
@@ -94,10 +96,17 @@ def sampling_from_proto(message: pb.SamplingParams, limits: Limits) -> Sampling:
     if not 1 <= message.max_new_tokens <= limits.max_new_tokens:
         raise _invalid(f"sampling.max_new_tokens must be in [1, {limits.max_new_tokens}], got {message.max_new_tokens}")
     if not 1 <= message.samples_per_prompt <= limits.max_samples_per_prompt:
-        raise _invalid(f"sampling.samples_per_prompt must be in [1, {limits.max_samples_per_prompt}], "
-                       f"got {message.samples_per_prompt}")
-    return Sampling(temperature=message.temperature, top_p=message.top_p, max_new_tokens=message.max_new_tokens,
-                    samples_per_prompt=message.samples_per_prompt, seed=message.seed)
+        raise _invalid(
+            f"sampling.samples_per_prompt must be in [1, {limits.max_samples_per_prompt}], "
+            f"got {message.samples_per_prompt}"
+        )
+    return Sampling(
+        temperature=message.temperature,
+        top_p=message.top_p,
+        max_new_tokens=message.max_new_tokens,
+        samples_per_prompt=message.samples_per_prompt,
+        seed=message.seed,
+    )
 
 
 def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, limits: Limits) -> Sampling:
@@ -105,12 +114,15 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
     if batch is None:
         raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, "a MemberTask arrived before any PromptBatch")
     if task.iteration != batch.iteration:
-        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
-                           f"task for iteration {task.iteration} but the current batch is iteration {batch.iteration}")
+        raise RequestError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"task for iteration {task.iteration} but the current batch is iteration {batch.iteration}",
+        )
     if task.expected_step != step:
-        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
-                           f"task expects step {task.expected_step} but the server is at step {step}; "
-                           "sync updates first")
+        raise RequestError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"task expects step {task.expected_step} but the server is at step {step}; sync updates first",
+        )
     if task.sign not in (1, -1):
         raise _invalid(f"sign must be +1 or -1, got {task.sign}")
     check_sigma(task.sigma, limits)
@@ -120,9 +132,10 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
 def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[tuple[int, float]]:
     """An update must be the next step, with finite coefficients; returns its (seed, coeff) terms."""
     if request.step != step + 1:
-        raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
-                           f"update step {request.step} does not follow the server's step {step}; "
-                           f"send step {step + 1}")
+        raise RequestError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"update step {request.step} does not follow the server's step {step}; send step {step + 1}",
+        )
     if len(request.terms) > limits.max_update_terms:
         raise _invalid(f"at most {limits.max_update_terms} terms per update, got {len(request.terms)}")
     check_sigma(request.sigma, limits)

@@ -1,15 +1,15 @@
 """The `seedcast` command line.
 
-    seedcast train                          # ES on the bundled SmolLM2-135M, offline arithmetic task
-    seedcast train --config configs/gsm8k-cpu.yaml es.sigma=0.002 --local 2
-    seedcast train --resume runs/RUN        # continue a run where its update log stops
-    seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
-    seedcast export runs/RUN --out exported/  # a Hugging Face folder transformers can load
-    seedcast plot runs/RUN                  # reward curve PNG
-    seedcast eval --model exported/ --n 16 --out evals/es  # pass@k, entropy, distinct answers
-    seedcast grpo --config configs/synthetic-cpu.yaml       # the GRPO baseline (TRL) on the same task
-    seedcast train --init-from runs/GRPO_RUN                # hybrid: GRPO -> ES (and grpo --init-from ES_RUN)
-    seedcast compare base=smollm2-135m-instruct es=runs/ES grpo=runs/GRPO --out report/
+seedcast train                          # ES on the bundled SmolLM2-135M, offline arithmetic task
+seedcast train --config configs/gsm8k-cpu.yaml es.sigma=0.002 --local 2
+seedcast train --resume runs/RUN        # continue a run where its update log stops
+seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
+seedcast export runs/RUN --out exported/  # a Hugging Face folder transformers can load
+seedcast plot runs/RUN                  # reward curve PNG
+seedcast eval --model exported/ --n 16 --out evals/es  # pass@k, entropy, distinct answers
+seedcast grpo --config configs/synthetic-cpu.yaml       # the GRPO baseline (TRL) on the same task
+seedcast train --init-from runs/GRPO_RUN                # hybrid: GRPO -> ES (and grpo --init-from ES_RUN)
+seedcast compare base=smollm2-135m-instruct es=runs/ES grpo=runs/GRPO --out report/
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import shlex
 import sys
-import time
-from pathlib import Path
 
+from seedcast.optimizer import commands
 from seedcast.proto.errors import SeedcastError
 
 
@@ -33,157 +31,8 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _new_run_config(args: argparse.Namespace, overrides: list[str]):
-    """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
-    from seedcast.optimizer.config import load_config
-    from seedcast.optimizer.run_kinds import model_folder
-
-    run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    if args.init_from:
-        folder = model_folder(args.init_from, export_to=run_dir / "init-model")
-        logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
-        overrides = [*overrides, f"model.name={Path(folder).resolve()}"]
-    return load_config(args.config, overrides), run_dir
-
-
-def _train(args: argparse.Namespace) -> int:
-    from prometheus_client import CollectorRegistry
-
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
-    from seedcast.optimizer.config import ConfigError, config_reference
-    from seedcast.optimizer.run_dir import RunDirectory
-    from seedcast.optimizer.trainer import Trainer
-    from seedcast.proto.telemetry import start_metrics_server
-
-    if args.help_config:
-        print("\n".join(config_reference()))
-        return 0
-    overrides = list(args.overrides)
-    if args.servers is not None:
-        overrides.append(f"fleet.servers=[{args.servers}]")
-        if args.local is None:
-            overrides.append("fleet.local=0")
-    if args.local is not None:
-        overrides.append(f"fleet.local={args.local}")
-    if args.metrics_port is not None:
-        overrides.append(f"metrics_port={args.metrics_port}")
-    if args.resume:
-        if args.config or args.init_from:
-            raise ConfigError("--resume takes the config and weights from the run directory; "
-                              "drop --config / --init-from")
-        run = RunDirectory(args.resume)
-        config = run.load_config(overrides)
-    else:
-        config, run_dir = _new_run_config(args, overrides)
-        run = RunDirectory.create(run_dir, config)
-    logging.getLogger("seedcast").info("run directory: %s", run.path)
-    registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
-    if config.metrics_port is not None:
-        bound = start_metrics_server(config.metrics_port, registry=registry)
-        logging.getLogger("seedcast").info("metrics on http://0.0.0.0:%d/metrics", bound)
-    started = time.perf_counter()
-    trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
-    result = asyncio.run(trainer.train())
-    plot = plot_reward_curve(run.path)
-    rows = [r for r in result.metrics if r.reward_mean is not None]
-    evals = [r for r in result.metrics if r.eval_reward is not None]
-    print(f"\nfinished {result.iterations} iterations in {time.perf_counter() - started:.0f} s; "
-          f"fingerprint {result.fingerprint}")
-    if rows:
-        print(f"population reward: first iteration {rows[0].reward_mean:.3f} -> last {rows[-1].reward_mean:.3f}")
-    if len(evals) >= 2:
-        print(f"eval reward (unperturbed, greedy): base {evals[0].eval_reward:.3f} -> "
-              f"final {evals[-1].eval_reward:.3f}")
-    print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
-    return 0
-
-
-def _grpo(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.grpo import train_grpo
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
-    from seedcast.optimizer.run_dir import RunDirectory
-
-    config, run_dir = _new_run_config(args, list(args.overrides))
-    run = RunDirectory.create(run_dir, config, update_log=False)
-    logging.getLogger("seedcast").info("run directory: %s", run.path)
-    summary = train_grpo(config, run, show_progress=not args.no_progress)
-    plot = plot_reward_curve(run.path)
-    evals = [r for r in run.metrics() if r.eval_reward is not None]
-    print(f"\nfinished {summary.steps} GRPO steps in {summary.wall_seconds:.0f} s; peak memory "
-          f"{summary.peak_rss_bytes / 2**30:.2f} GiB; {summary.completion_tokens} completion tokens")
-    if len(evals) >= 2:
-        print(f"eval reward (greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}")
-    print(f"run directory: {run.path}  (model: {summary.model_dir}; reward curve: {plot})")
-    return 0
-
-
-def _eval(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.evaluate import eval_config, run_eval
-    from seedcast.optimizer.run_kinds import model_folder
-
-    if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
-        args.model = str(Path(model_folder(args.model, export_to=Path(args.out) / "model")).resolve())
-    config = eval_config(args.model, args.task, args.data, args.evaluator, args.limit, args.seed, args.servers,
-                         args.local, args.overrides)
-    results = asyncio.run(run_eval(config, _eval_options(args), Path(args.out)))
-    curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
-    entropy = results["mean_token_entropy"]
-    print(f"{results['problems']} problems x {args.n} samples: {curve}; mean token entropy "
-          f"{'n/a' if entropy is None else f'{entropy:.3f} nats'}; distinct answers/problem "
-          f"{results['distinct_answers_per_problem']:.2f}; truncated {results['truncation_rate']:.1%}")
-    print(f"wrote {args.out}/results.json, samples.jsonl and pass_at_k.png")
-    return 0
-
-
-def _compare(args: argparse.Namespace) -> int:
-    from seedcast.inference_server.model_source import BUNDLED_MODEL
-    from seedcast.optimizer.analysis.compare import evaluate_entries, measure_geometry, parse_entry, training_info
-    from seedcast.optimizer.analysis.evaluate import eval_config
-    from seedcast.optimizer.analysis.report import write_report
-    from seedcast.optimizer.config import ConfigError
-
-    entries = [parse_entry(text) for text in args.entries]
-    labels = [e.label for e in entries]
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"labels must differ, got {labels}; name entries as LABEL=PATH")
-    out = Path(args.out)
-    options = _eval_options(args)
-
-    def make_config(model: str):
-        return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
-
-    make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
-    evaluate_entries(entries, out, make_config, options)
-    for entry in entries:
-        if entry.kind in ("es", "grpo"):
-            entry.training = training_info(entry)
-    if not args.no_geometry:
-        measure_geometry(entries, args.delta_threshold, out)
-    write_report(entries, out, shlex.join(["seedcast", *args.argv]))
-    print((out / "report.md").read_text())
-    print(f"wrote {out}/report.md, compare.json and plots")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.export import export_run
-
-    summary = export_run(args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps)
-    match = summary["matches_servers"]
-    verdict = "" if match is None else f" ({'matches' if match else 'DIFFERS FROM'} the servers' fingerprint)"
-    print(f"wrote {args.out}: {summary['steps']} steps replayed, fingerprint {summary['fingerprint']}{verdict}")
-    return 0 if summary["matches_servers"] is not False else 1
-
-
-def _plot(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
-
-    print(plot_reward_curve(args.run_dir, args.out))
-    return 0
-
-
 def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
-    """The task and sampling options `eval` and `compare` share (see `_eval_options`)."""
+    """The task and sampling options `eval` and `compare` share (see `commands.eval_options`)."""
     parser.add_argument("--task", default="synthetic", help="dataset kind, as task.dataset (default: synthetic)")
     parser.add_argument("--data", default=None, help="dataset file (task.path)")
     parser.add_argument("--evaluator", default=None, help="evaluator spec (default: the dataset's)")
@@ -197,107 +46,161 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
 
 
-def _eval_options(args: argparse.Namespace):
-    """EvalOptions from the options `_add_sampling_options` defines."""
-    from seedcast.optimizer.analysis.evaluate import EvalOptions
-
-    return EvalOptions(n=args.n, ks=sorted({int(k) for k in args.k.split(",")}), temperature=args.temperature,
-                       top_p=args.top_p, max_tokens=args.max_tokens, entropy=not args.no_entropy, seed=args.seed)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with all subcommands and their documented options."""
     from seedcast.inference_server.serve_config import add_serve_flags
 
-    parser = argparse.ArgumentParser(prog="seedcast", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="seedcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run an inference server", description=(
-        "Run a long-lived inference server that perturbs, generates, scores and updates from seeds."))
+    serve = subcommands.add_parser(
+        "serve",
+        help="run an inference server",
+        description=("Run a long-lived inference server that perturbs, generates, scores and updates from seeds."),
+    )
     add_serve_flags(serve)
     serve.set_defaults(handler=_serve)
 
-    train = commands.add_parser("train", help="run ES training", description=(
-        "Run ES post-training. With no arguments: one local server on the bundled SmolLM2-135M-Instruct, "
-        "the offline arithmetic task, 10 iterations. Any config key can be set as key=value "
-        "(see --help-config)."), formatter_class=argparse.RawDescriptionHelpFormatter)
+    train = subcommands.add_parser(
+        "train",
+        help="run ES training",
+        description=(
+            "Run ES post-training. With no arguments: one local server on the bundled SmolLM2-135M-Instruct, "
+            "the offline arithmetic task, 10 iterations. Any config key can be set as key=value "
+            "(see --help-config)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     train.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. es.sigma=0.002")
     train.add_argument("--config", default=None, help="YAML config file (see configs/)")
-    train.add_argument("--servers", default=None, help="running servers host:port,host:port (sets fleet.servers; "
-                                                         "no local server unless --local is given)")
+    train.add_argument(
+        "--servers",
+        default=None,
+        help="running servers host:port,host:port (sets fleet.servers; no local server unless --local is given)",
+    )
     train.add_argument("--local", type=int, default=None, help="start N servers on this machine (fleet.local)")
     train.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
-    train.add_argument("--resume", default=None, metavar="RUN_DIR",
-                       help="continue the run in RUN_DIR from its update log (overrides may raise iterations)")
-    train.add_argument("--init-from", default=None, metavar="DIR",
-                       help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or "
-                            "a model folder (sets model.name)")
-    train.add_argument("--metrics-port", type=int, default=None,
-                       help="serve the optimizer's Prometheus metrics on this port (sets metrics_port)")
+    train.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its update log (overrides may raise iterations)",
+    )
+    train.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or "
+        "a model folder (sets model.name)",
+    )
+    train.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the optimizer's Prometheus metrics on this port (sets metrics_port)",
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
-    train.set_defaults(handler=_train)
+    train.set_defaults(handler=commands.train)
 
-    grpo = commands.add_parser("grpo", help="run the GRPO baseline (TRL) on the same task", description=(
-        "Train with TRL's GRPOTrainer on the same problems, prompts, evaluator and evaluation set as ES. Uses "
-        "batch_size (problems per step), sampling.max_new_tokens, task.* and grpo.* from the config (see "
-        "`seedcast train --help-config`); grpo.steps defaults to the steps that generate as many completions as "
-        "ES would (iterations x es.population / grpo.group_size). Writes RUN_DIR/model, metrics.jsonl and "
-        "summary.json (wall time, peak memory). Needs TRL: pip install 'seedcast[grpo]'."))
+    grpo = subcommands.add_parser(
+        "grpo",
+        help="run the GRPO baseline (TRL) on the same task",
+        description=(
+            "Train with TRL's GRPOTrainer on the same problems, prompts, evaluator and evaluation set as ES. Uses "
+            "batch_size (problems per step), sampling.max_new_tokens, task.* and grpo.* from the config (see "
+            "`seedcast train --help-config`); grpo.steps defaults to the steps that generate as many completions as "
+            "ES would (iterations x es.population / grpo.group_size). Writes RUN_DIR/model, metrics.jsonl and "
+            "summary.json (wall time, peak memory). Needs TRL: pip install 'seedcast[grpo]'."
+        ),
+    )
     grpo.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. grpo.group_size=8")
     grpo.add_argument("--config", default=None, help="YAML config file (see configs/)")
     grpo.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
-    grpo.add_argument("--init-from", default=None, metavar="DIR",
-                      help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or a "
-                           "model folder (sets model.name)")
+    grpo.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or a "
+        "model folder (sets model.name)",
+    )
     grpo.add_argument("--no-progress", action="store_true", help="no progress bars")
-    grpo.set_defaults(handler=_grpo)
+    grpo.set_defaults(handler=commands.grpo)
 
-    evaluate = commands.add_parser("eval", help="pass@k, entropy and diversity of a model", description=(
-        "Sample n completions per problem through inference servers and report pass@k (unbiased estimator, "
-        "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."))
+    evaluate = subcommands.add_parser(
+        "eval",
+        help="pass@k, entropy and diversity of a model",
+        description=(
+            "Sample n completions per problem through inference servers and report pass@k (unbiased estimator, "
+            "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."
+        ),
+    )
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*)")
-    evaluate.add_argument("--model", default="smollm2-135m-instruct",
-                          help="bundled alias, HF folder, .gguf file, hub id, or an ES/GRPO run directory")
+    evaluate.add_argument(
+        "--model",
+        default="smollm2-135m-instruct",
+        help="bundled alias, HF folder, .gguf file, hub id, or an ES/GRPO run directory",
+    )
     _add_sampling_options(evaluate)
     evaluate.add_argument("--servers", default=None, help="running servers host:port,... (no local server then)")
     evaluate.add_argument("--local", type=int, default=None, help="start N local servers (default: 1)")
     evaluate.add_argument("--out", required=True, help="output folder for results.json, samples.jsonl, pass_at_k.png")
-    evaluate.set_defaults(handler=_eval)
+    evaluate.set_defaults(handler=commands.evaluate)
 
-    compare = commands.add_parser("compare", help="one report: pass@k, entropy, diversity, cost, geometry",
-                                  description=(
-        "Compare models (base, ES, GRPO...) on the same problems and samples budget. Each entry is [LABEL=]PATH: an "
-        "eval folder (reused), an ES run, a GRPO run, a model folder or a model spec (evaluated here, cached in "
-        "OUT/evals/LABEL). Paired differences are against the first entry. Writes OUT/report.md, compare.json, "
-        "pass_at_k.png, reward_curves.png and geometry.png."))
-    compare.add_argument("entries", nargs="+", metavar="[LABEL=]PATH", help="models to compare; the first is the "
-                                                                           "reference (usually the base)")
+    compare = subcommands.add_parser(
+        "compare",
+        help="one report: pass@k, entropy, diversity, cost, geometry",
+        description=(
+            "Compare models (base, ES, GRPO...) on the same problems and samples budget. Each entry is "
+            "[LABEL=]PATH: an eval folder (reused), an ES run, a GRPO run, a model folder or a model spec (evaluated "
+            "here, cached in OUT/evals/LABEL). Paired differences are against the first entry. Writes OUT/report.md, "
+            "compare.json, pass_at_k.png, reward_curves.png and geometry.png."
+        ),
+    )
+    compare.add_argument(
+        "entries",
+        nargs="+",
+        metavar="[LABEL=]PATH",
+        help="models to compare; the first is the reference (usually the base)",
+    )
     compare.add_argument("--out", required=True, help="output folder")
     _add_sampling_options(compare)
     compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
     compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
-    compare.add_argument("--delta-threshold", type=float, default=1e-5,
-                         help="|Δθ| above this counts as a changed coordinate (default: 1e-5)")
-    compare.set_defaults(handler=_compare)
+    compare.add_argument(
+        "--delta-threshold",
+        type=float,
+        default=1e-5,
+        help="|Δθ| above this counts as a changed coordinate (default: 1e-5)",
+    )
+    compare.set_defaults(handler=commands.compare)
 
-    export = commands.add_parser("export", help="write a trained Hugging Face model folder", description=(
-        "Replay a run's update log onto its base model and write safetensors + config + tokenizer."))
+    export = subcommands.add_parser(
+        "export",
+        help="write a trained Hugging Face model folder",
+        description=("Replay a run's update log onto its base model and write safetensors + config + tokenizer."),
+    )
     export.add_argument("run_dir", help="the run directory")
     export.add_argument("--out", required=True, help="output folder")
-    export.add_argument("--device", default="cpu", help="replay device; must match the servers' device type "
-                                                        "(default: cpu)")
-    export.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="dtype of the written weights (default: float32, the master copy)")
+    export.add_argument(
+        "--device", default="cpu", help="replay device; must match the servers' device type (default: cpu)"
+    )
+    export.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "float16"],
+        help="dtype of the written weights (default: float32, the master copy)",
+    )
     export.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
-    export.set_defaults(handler=_export)
+    export.set_defaults(handler=commands.export)
 
-    plot = commands.add_parser("plot", help="plot a run's reward curve")
+    plot = subcommands.add_parser("plot", help="plot a run's reward curve")
     plot.add_argument("run_dir", help="the run directory")
     plot.add_argument("--out", default=None, help="PNG path (default: RUN_DIR/reward_curve.png)")
-    plot.set_defaults(handler=_plot)
+    plot.set_defaults(handler=commands.plot)
     return parser
 
 
@@ -305,8 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedcast` console script."""
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in reports
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     for noisy in ("httpx", "urllib3", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

@@ -36,10 +36,12 @@ class ModelConfig(Section):
 
     name: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file, or hub id.")
     backend: Literal["hf", "vllm"] = Field(
-        "hf", description="Inference backend of local servers (`seedcast serve --backend`): hf or vllm.")
+        "hf", description="Inference backend of local servers (`seedcast serve --backend`): hf or vllm."
+    )
     device: str = Field("auto", description="Device of local servers: auto, cpu, cuda, cuda:N.")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Inference dtype; auto = bf16 where the hardware has it natively, else fp32.")
+        "auto", description="Inference dtype; auto = bf16 where the hardware has it natively, else fp32."
+    )
 
 
 class TaskConfig(Section):
@@ -80,9 +82,17 @@ class TaskConfig(Section):
 
     def dataset_spec(self, seed: int) -> DatasetSpec:
         """The loader's view of this section."""
-        return DatasetSpec(kind=self.dataset, path=self.path, split=self.split, prompt_field=self.prompt_field,
-                           answer_field=self.answer_field, limit=self.limit, synthetic_size=self.synthetic_size,
-                           synthetic_difficulty=self.synthetic_difficulty, synthetic_seed=seed)
+        return DatasetSpec(
+            kind=self.dataset,
+            path=self.path,
+            split=self.split,
+            prompt_field=self.prompt_field,
+            answer_field=self.answer_field,
+            limit=self.limit,
+            synthetic_size=self.synthetic_size,
+            synthetic_difficulty=self.synthetic_difficulty,
+            synthetic_seed=seed,
+        )
 
 
 class SamplingConfig(Section):
@@ -103,17 +113,21 @@ class ESConfig(Section):
     learning_rate: float = Field(1e-5, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
     shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
     noise: Literal["gaussian", "table"] = Field(
-        "gaussian", description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table "
-                                "of Gaussian samples, about 3x cheaper to perturb on a CPU. Servers must be started "
-                                "with the same `seedcast serve --noise`; local servers are.")
+        "gaussian",
+        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table "
+        "of Gaussian samples, about 3x cheaper to perturb on a CPU. Servers must be started "
+        "with the same `seedcast serve --noise`; local servers are.",
+    )
 
     @field_validator("population")
     @classmethod
     def _even_when_mirrored(cls, population: int, info: ValidationInfo) -> int:
         # A field validator (not a model validator) so this is reported even when other fields fail.
         if info.data.get("mirrored", True) and population % 2:
-            raise ValueError(f"mirrored sampling needs an even population, got {population}; "
-                             "set es.population to an even number or es.mirrored=false")
+            raise ValueError(
+                f"mirrored sampling needs an even population, got {population}; "
+                "set es.population to an even number or es.mirrored=false"
+            )
         return population
 
 
@@ -123,47 +137,78 @@ class GRPOConfig(Section):
     problems, prompts and rewards; by default it also gets the same budget of generated completions."""
 
     group_size: int = Field(8, ge=2, description="Completions per problem (G, TRL's num_generations).")
-    steps: int | None = Field(None, ge=1, description="Optimizer steps; null = as many as generate the same number "
-                                                      "of completions as ES: iterations x es.population x "
-                                                      "sampling.samples_per_prompt / group_size.")
+    steps: int | None = Field(
+        None,
+        ge=1,
+        description="Optimizer steps; null = as many as generate the same number "
+        "of completions as ES: iterations x es.population x "
+        "sampling.samples_per_prompt / group_size.",
+    )
     learning_rate: float = Field(1e-6, gt=0.0, allow_inf_nan=False, description="AdamW learning rate.")
-    beta: float = Field(0.0, ge=0.0, description="KL coefficient against the initial model (0 = no reference "
-                                                 "model, TRL's default).")
+    beta: float = Field(
+        0.0, ge=0.0, description="KL coefficient against the initial model (0 = no reference model, TRL's default)."
+    )
     epsilon: float = Field(0.2, gt=0.0, description="PPO-style clipping range.")
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature of the rollouts.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus threshold of the rollouts.")
-    micro_batch_size: int | None = Field(None, ge=1, description="Completions per forward/backward pass (gradient "
-                                                                 "accumulation); must divide batch_size x group_size. "
-                                                                 "null = the largest divisor <= 16.")
-    gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass (TRL's "
-                                                           "default): less memory, about a third more compute.")
-    loss_type: str | None = Field(None, description="TRL loss_type (grpo, dapo, dr_grpo, bnpo...); null = TRL's "
-                                                    "default.")
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Completions per forward/backward pass (gradient "
+        "accumulation); must divide batch_size x group_size. "
+        "null = the largest divisor <= 16.",
+    )
+    gradient_checkpointing: bool = Field(
+        True,
+        description="Recompute activations in the backward pass (TRL's "
+        "default): less memory, about a third more compute.",
+    )
+    loss_type: str | None = Field(
+        None, description="TRL loss_type (grpo, dapo, dr_grpo, bnpo...); null = TRL's default."
+    )
 
 
 class FleetConfig(Section):
     """Which inference servers do the work."""
 
     servers: list[str] = Field(default_factory=list, description="Running servers as host:port.")
-    servers_file: str | None = Field(None, description="File of host:port lines, re-read before every iteration: "
-                                                       "servers added to it join the run after a Sync.")
+    servers_file: str | None = Field(
+        None,
+        description="File of host:port lines, re-read before every iteration: "
+        "servers added to it join the run after a Sync.",
+    )
     local: int = Field(1, ge=0, le=64, description="Servers to start on this machine (`--local N`).")
-    threads_per_server: int | None = Field(None, ge=1,
-                                           description="Torch threads per local server; default: cores / local.")
+    threads_per_server: int | None = Field(
+        None, ge=1, description="Torch threads per local server; default: cores / local."
+    )
     connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
-    pair_cache: bool = Field(False, description="Local servers keep a mirrored member's partner weights (`seedcast "
-                                                "serve --pair-cache`): one noise draw per pair, one more weights copy.")
-    local_metrics_port: int | None = Field(None, ge=1, le=65535,
-                                           description="Local server I serves Prometheus metrics on this port + I.")
+    pair_cache: bool = Field(
+        False,
+        description="Local servers keep a mirrored member's partner weights (`seedcast "
+        "serve --pair-cache`): one noise draw per pair, one more weights copy.",
+    )
+    local_metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="Local server I serves Prometheus metrics on this port + I."
+    )
     member_deadline_seconds: float | None = Field(
-        900.0, gt=0, description="A server that does not answer a member in this time is dropped and the member "
-                                 "reassigned (null: wait forever).")
-    quorum: float | None = Field(None, gt=0, le=1, description="Close an iteration once this fraction of members "
-                                                               "returned and iteration_deadline_seconds passed.")
+        900.0,
+        gt=0,
+        description="A server that does not answer a member in this time is dropped and the member "
+        "reassigned (null: wait forever).",
+    )
+    quorum: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Close an iteration once this fraction of members returned and iteration_deadline_seconds passed.",
+    )
     iteration_deadline_seconds: float | None = Field(None, gt=0, description="See fleet.quorum.")
-    rejoin_timeout_seconds: float = Field(2.0, gt=0, description="Per iteration, how long to wait for a dropped or "
-                                                                  "restarted server to answer before it rejoins.")
+    rejoin_timeout_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Per iteration, how long to wait for a dropped or restarted server to answer before it rejoins.",
+    )
     tls_ca: str | None = Field(None, description="PEM CA bundle that signed the servers' certificates; turns on TLS.")
     tls_cert: str | None = Field(None, description="PEM client certificate for servers that require mutual TLS.")
     tls_key: str | None = Field(None, description="PEM private key of fleet.tls_cert.")
@@ -185,8 +230,10 @@ class FleetConfig(Section):
                 problems.append(f"fleet.servers: {error}")
                 continue
             if not self.tls_ca and not plaintext_allowed(host, self.insecure):
-                problems.append(f"fleet.servers: {address} is not on loopback; set fleet.tls_ca to talk TLS to it, or "
-                                "fleet.insecure=true on a network you trust")
+                problems.append(
+                    f"fleet.servers: {address} is not on loopback; set fleet.tls_ca to talk TLS to it, or "
+                    "fleet.insecure=true on a network you trust"
+                )
         if bool(self.tls_cert) != bool(self.tls_key):
             problems.append("fleet.tls_cert and fleet.tls_key go together: set both or neither")
         if (self.quorum is None) != (self.iteration_deadline_seconds is None):
@@ -280,8 +327,9 @@ def build_config(data: dict[str, Any]) -> TrainConfig:
         raise ConfigError(f"{len(lines)} configuration problem(s):\n" + "\n".join(lines)) from None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | None = None) -> TrainConfig:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
+) -> TrainConfig:
     """Defaults ← `base` (a run's snapshot) ← YAML file ← key=value overrides, validated together."""
     data: dict[str, Any] = dict(base or {})
     if path is not None:

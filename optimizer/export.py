@@ -37,8 +37,14 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     return model, tokenizer, weights_fingerprint(master), len(records)
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, device: str = "cpu", dtype: str = "float32",
-               steps: int | None = None, show_progress: bool = True) -> dict:
+def export_run(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    device: str = "cpu",
+    dtype: str = "float32",
+    steps: int | None = None,
+    show_progress: bool = True,
+) -> dict:
     """Write DIR/{model.safetensors, config.json, tokenizer files, seedcast_export.json}; returns the summary."""
     model, tokenizer, fingerprint, replayed = replay_run(run_dir, device, steps, show_progress)
     expected = _logged_fingerprint(RunDirectory(run_dir), replayed)
@@ -46,9 +52,14 @@ def export_run(run_dir: str | Path, out_dir: str | Path, device: str = "cpu", dt
     out.mkdir(parents=True, exist_ok=True)
     model.to("cpu", getattr(torch, dtype)).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    summary = {"run_dir": str(run_dir), "steps": replayed, "fingerprint": fingerprint,
-               "fingerprint_logged": expected, "matches_servers": expected == fingerprint if expected else None,
-               "dtype": dtype}
+    summary = {
+        "run_dir": str(run_dir),
+        "steps": replayed,
+        "fingerprint": fingerprint,
+        "fingerprint_logged": expected,
+        "matches_servers": expected == fingerprint if expected else None,
+        "dtype": dtype,
+    }
     (out / "seedcast_export.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -26,8 +26,13 @@ class OptimizerMetrics:
         def counter(name: str, help_text: str) -> Counter:
             return Counter(OPTIMIZER_PREFIX + name, help_text, names, registry=registry).labels(**labels)
 
-        self.iteration_seconds = Histogram(OPTIMIZER_PREFIX + "iteration_seconds", "Wall seconds per ES iteration.",
-                                           names, buckets=SECONDS_BUCKETS, registry=registry).labels(**labels)
+        self.iteration_seconds = Histogram(
+            OPTIMIZER_PREFIX + "iteration_seconds",
+            "Wall seconds per ES iteration.",
+            names,
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        ).labels(**labels)
         self.reward_mean = gauge("reward_mean", "Mean member fitness of the last iteration.")
         self.reward_std = gauge("reward_std", "Standard deviation of member fitness, last iteration.")
         self.reward_max = gauge("reward_max", "Best member fitness of the last iteration.")
@@ -36,18 +41,23 @@ class OptimizerMetrics:
         self.servers_up = gauge("servers_up", "Servers in the fleet that answer.")
         self.members_evaluated = counter("members_evaluated_total", "Member results received.")
         self.members_failed = counter("members_failed_total", "Members reported as failed.")
-        self.members_reassigned = counter("members_reassigned_total",
-                                          "Members handed to another server after their server failed.")
-        self.members_dropped = counter("members_dropped_total",
-                                       "Member results abandoned: stalled past the deadline, or in flight when a "
-                                       "quorum closed the iteration.")
-        self.servers_fenced = counter("servers_fenced_total",
-                                      "Servers excluded because their weights disagreed with the fleet's.")
-        self.servers_rejoined = counter("servers_rejoined_total",
-                                        "Servers readmitted after a Sync proved their weights.")
+        self.members_reassigned = counter(
+            "members_reassigned_total", "Members handed to another server after their server failed."
+        )
+        self.members_dropped = counter(
+            "members_dropped_total",
+            "Member results abandoned: stalled past the deadline, or in flight when a quorum closed the iteration.",
+        )
+        self.servers_fenced = counter(
+            "servers_fenced_total", "Servers excluded because their weights disagreed with the fleet's."
+        )
+        self.servers_rejoined = counter(
+            "servers_rejoined_total", "Servers readmitted after a Sync proved their weights."
+        )
         self.tokens = counter("tokens_total", "Completion tokens reported by member results.")
-        self.fingerprint_mismatches = counter("fingerprint_mismatches_total",
-                                              "Times the servers disagreed on the weights fingerprint.")
+        self.fingerprint_mismatches = counter(
+            "fingerprint_mismatches_total", "Times the servers disagreed on the weights fingerprint."
+        )
 
     def observe_iteration(self, record: IterationRecord) -> None:
         """Export the iteration-level numbers of one finished iteration (the row metrics.jsonl gets too)."""
@@ -55,7 +65,11 @@ class OptimizerMetrics:
         self.step.set(record.step)
         self.members_reassigned.inc(record.members_reassigned)
         self.members_dropped.inc(record.members_dropped)
-        for gauge, value in ((self.reward_mean, record.reward_mean), (self.reward_std, record.reward_std),
-                             (self.reward_max, record.reward_max), (self.eval_reward, record.eval_reward)):
+        for gauge, value in (
+            (self.reward_mean, record.reward_mean),
+            (self.reward_std, record.reward_std),
+            (self.reward_max, record.reward_max),
+            (self.eval_reward, record.eval_reward),
+        ):
             if value is not None:
                 gauge.set(value)

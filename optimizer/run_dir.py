@@ -68,8 +68,11 @@ def _decode_record(line: str) -> UpdateRecord:
     checksum = data.pop("checksum", None)
     if checksum != _checksum(data):
         raise ValueError("checksum mismatch")
-    return UpdateRecord(step=int(data["step"]), sigma=float(data["sigma"]),
-                        terms=[(int(seed), float(coeff)) for seed, coeff in data["terms"]])
+    return UpdateRecord(
+        step=int(data["step"]),
+        sigma=float(data["sigma"]),
+        terms=[(int(seed), float(coeff)) for seed, coeff in data["terms"]],
+    )
 
 
 def read_update_log(path: Path, repair: bool = False) -> list[UpdateRecord]:
@@ -93,9 +96,11 @@ def read_update_log(path: Path, repair: bool = False) -> list[UpdateRecord]:
                 raise ValueError(f"step {record.step} where step {len(records) + 1} was expected")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             if not is_last:
-                raise CorruptRunError(f"{path}:{number}: corrupt update record ({error}); the records after it "
-                                      "cannot be trusted. Restore the file from a backup, or truncate it before "
-                                      f"line {number} to resume from step {len(records)}") from None
+                raise CorruptRunError(
+                    f"{path}:{number}: corrupt update record ({error}); the records after it "
+                    "cannot be trusted. Restore the file from a backup, or truncate it before "
+                    f"line {number} to resume from step {len(records)}"
+                ) from None
             log.warning("%s: discarding a torn last record at line %d (%s)", path, number, error)
             if repair:
                 with path.open("r+b") as handle:
@@ -122,8 +127,9 @@ class RunDirectory:
         overwrite a run."""
         run = cls(path)
         if run.updates_path.exists() or (run.path / CONFIG_FILE).exists():
-            raise RunExistsError(f"{run.path} already holds a run; resume it with --resume {run.path} "
-                                  "or choose another --run-dir")
+            raise RunExistsError(
+                f"{run.path} already holds a run; resume it with --resume {run.path} or choose another --run-dir"
+            )
         run.path.mkdir(parents=True, exist_ok=True)
         run.logs_path.mkdir(exist_ok=True)
         snapshot = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
@@ -149,8 +155,10 @@ class RunDirectory:
         config = load_config(base=snapshot, overrides=overrides)
         logged_noise = (snapshot.get("es") or {}).get("noise", "gaussian")  # runs from before es.noise: gaussian
         if config.es.noise != logged_noise:
-            raise ConfigError(f"es.noise is fixed for a run: {self.path} was trained with {logged_noise} noise, "
-                              "and its update log means nothing under other noise; drop the es.noise override")
+            raise ConfigError(
+                f"es.noise is fixed for a run: {self.path} was trained with {logged_noise} noise, "
+                "and its update log means nothing under other noise; drop the es.noise override"
+            )
         return config
 
     def updates(self, repair: bool = False) -> list[UpdateRecord]:

@@ -1,8 +1,8 @@
 """What a path given to `--init-from`, `seedcast compare` or `seedcast eval` is, and where its weights are.
 
-    an ES run directory    config.yaml + updates.jsonl (weights = base model + replayed updates)
-    a GRPO run directory   config.yaml + model/ (the trained Hugging Face folder)
-    a model folder         config.json (from `seedcast export`, a GRPO run's model/, or any HF model)
+an ES run directory    config.yaml + updates.jsonl (weights = base model + replayed updates)
+a GRPO run directory   config.yaml + model/ (the trained Hugging Face folder)
+a model folder         config.json (from `seedcast export`, a GRPO run's model/, or any HF model)
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ def run_kind(path: str | Path) -> str:
         return "es"
     if (folder / "config.json").is_file():
         return "model"
-    raise ConfigError(f"{folder} is not an ES run (config.yaml + updates.jsonl), a GRPO run (config.yaml + model/) "
-                      "or a Hugging Face model folder (config.json)")
+    raise ConfigError(
+        f"{folder} is not an ES run (config.yaml + updates.jsonl), a GRPO run (config.yaml + model/) "
+        "or a Hugging Face model folder (config.json)"
+    )
 
 
 def model_folder(path: str | Path, export_to: str | Path) -> str:
@@ -42,6 +44,8 @@ def model_folder(path: str | Path, export_to: str | Path) -> str:
     if not (target / "config.json").is_file():
         summary = export_run(folder, target)
         if summary["matches_servers"] is False:
-            raise ConfigError(f"replaying {folder} gave fingerprint {summary['fingerprint']}, not the servers' "
-                              f"{summary['fingerprint_logged']}; export it on the device type it was trained on")
+            raise ConfigError(
+                f"replaying {folder} gave fingerprint {summary['fingerprint']}, not the servers' "
+                f"{summary['fingerprint_logged']}; export it on the device type it was trained on"
+            )
     return str(target)

@@ -95,7 +95,8 @@ class RunSummary:
         if "server_peak_rss_bytes" in data:  # ES summaries named the peak after the server
             data.setdefault("peak_rss_bytes", data.pop("server_peak_rss_bytes"))
         if data.get("peak_memory_of") is None:
-            data["peak_memory_of"] = "the GRPO training process" if data.get("method") == "grpo" else \
-                "one ES inference server"
+            data["peak_memory_of"] = (
+                "the GRPO training process" if data.get("method") == "grpo" else "one ES inference server"
+            )
         known = {f.name for f in fields(cls)}
         return cls(**{name: value for name, value in data.items() if name in known})

@@ -51,37 +51,56 @@ def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
 class Trainer:
     """Runs one training run against a run directory (new or resumed)."""
 
-    def __init__(self, config: TrainConfig, run: RunDirectory, show_progress: bool = True,
-                 registry: CollectorRegistry | None = None,
-                 on_report: Callable[[MemberReport], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        run: RunDirectory,
+        show_progress: bool = True,
+        registry: CollectorRegistry | None = None,
+        on_report: Callable[[MemberReport], None] | None = None,
+    ) -> None:
         self.config = config
         self.on_report = on_report  # called with every member result as it arrives (progress, fault injection)
         # A private registry unless the CLI exports the process-wide one (tests run several trainers).
         self.metrics = OptimizerMetrics(config.task.dataset, config.model.name, registry or CollectorRegistry())
         self.run = run
         self.show_progress = show_progress
-        self.strategy = OpenES(config.es.population, config.es.sigma, config.es.learning_rate, config.seed,
-                               config.es.mirrored, config.es.shaping)
+        self.strategy = OpenES(
+            config.es.population,
+            config.es.sigma,
+            config.es.learning_rate,
+            config.seed,
+            config.es.mirrored,
+            config.es.shaping,
+        )
         self.problems = load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
         self._eval_set: list[pb.Problem] | None = None  # built once, on first use
         self.fleet = Fleet(config, run.logs_path, self.metrics)
         fleet = config.fleet
-        self.scheduler = FleetScheduler(self.fleet.active, Deadlines(
-            fleet.member_deadline_seconds, fleet.quorum, fleet.iteration_deadline_seconds))
+        self.scheduler = FleetScheduler(
+            self.fleet.active, Deadlines(fleet.member_deadline_seconds, fleet.quorum, fleet.iteration_deadline_seconds)
+        )
 
     # ----- iterations ----------------------------------------------------------------------
     def _sampling(self, temperature: float | None = None) -> pb.SamplingParams:
         s = self.config.sampling
-        return pb.SamplingParams(temperature=s.temperature if temperature is None else temperature, top_p=s.top_p,
-                                 max_new_tokens=s.max_new_tokens, samples_per_prompt=s.samples_per_prompt)
+        return pb.SamplingParams(
+            temperature=s.temperature if temperature is None else temperature,
+            top_p=s.top_p,
+            max_new_tokens=s.max_new_tokens,
+            samples_per_prompt=s.samples_per_prompt,
+        )
 
     def _batch(self, iteration: int) -> pb.PromptBatch:
         indices = minibatch_indices(self.config.seed, iteration, len(self.problems), self.config.batch_size)
-        return pb.PromptBatch(iteration=iteration, evaluator=self.evaluator,
-                              system_prompt=self.config.task.system_prompt,
-                              problems=[_problem_proto(self.problems[i], self.instruction) for i in indices])
+        return pb.PromptBatch(
+            iteration=iteration,
+            evaluator=self.evaluator,
+            system_prompt=self.config.task.system_prompt,
+            problems=[_problem_proto(self.problems[i], self.instruction) for i in indices],
+        )
 
     def _eval_problems(self) -> list[pb.Problem]:
         if self._eval_set is None:
@@ -93,9 +112,12 @@ class Trainer:
 
     async def evaluate_current(self) -> float:
         """Greedy mean reward of the unperturbed weights on the fixed evaluation set."""
-        request = pb.SampleRequest(problems=self._eval_problems(), evaluator=self.evaluator,
-                                   sampling=self._sampling(temperature=0.0),
-                                   system_prompt=self.config.task.system_prompt)
+        request = pb.SampleRequest(
+            problems=self._eval_problems(),
+            evaluator=self.evaluator,
+            sampling=self._sampling(temperature=0.0),
+            system_prompt=self.config.task.system_prompt,
+        )
         request.sampling.samples_per_prompt = 1
         reply = await self.fleet.active[0].sample(request)
         rewards = [r for p in reply.problems for r in p.rewards if not math.isnan(r)]
@@ -105,12 +127,23 @@ class Trainer:
         scheduler = self.scheduler
         iteration = state.iteration
         members = self.strategy.ask(state)
-        work = IterationWork(iteration=iteration, step=iteration, batch=self._batch(iteration), members=members,
-                             sampling=self._sampling())
+        work = IterationWork(
+            iteration=iteration,
+            step=iteration,
+            batch=self._batch(iteration),
+            members=members,
+            sampling=self._sampling(),
+        )
         started = time.perf_counter()
         tokens = 0
-        bar = tqdm(total=len(members), desc=f"iter {iteration + 1}/{self.config.iterations}", unit="member",
-                   disable=not self.show_progress, leave=True, dynamic_ncols=True)
+        bar = tqdm(
+            total=len(members),
+            desc=f"iter {iteration + 1}/{self.config.iterations}",
+            unit="member",
+            disable=not self.show_progress,
+            leave=True,
+            dynamic_ncols=True,
+        )
         done_fitness: list[float] = []
 
         def on_report(report: MemberReport) -> None:
@@ -121,8 +154,11 @@ class Trainer:
             if not math.isnan(report.fitness):
                 done_fitness.append(report.fitness)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.set_postfix(reward=f"{statistics.fmean(done_fitness):.3f}" if done_fitness else "n/a",
-                            tok_s=f"{tokens / elapsed:.0f}", refresh=False)
+            bar.set_postfix(
+                reward=f"{statistics.fmean(done_fitness):.3f}" if done_fitness else "n/a",
+                tok_s=f"{tokens / elapsed:.0f}",
+                refresh=False,
+            )
             bar.update(1)
             if self.on_report is not None:
                 self.on_report(report)
@@ -146,16 +182,24 @@ class Trainer:
             values = [r.timings[phase] for r in reports.values() if r.timings]
             phases[phase] = statistics.fmean(values) if values else None
         iteration_record = IterationRecord(
-            iteration=iteration, step=update.step, seconds=seconds,
+            iteration=iteration,
+            step=update.step,
+            seconds=seconds,
             reward_mean=statistics.fmean(rewards) if rewards else None,
             reward_std=statistics.pstdev(rewards) if rewards else None,
-            reward_max=max(rewards, default=None), reward_min=min(rewards, default=None),
-            members_ok=len(rewards), members_failed=len(failed),
+            reward_max=max(rewards, default=None),
+            reward_min=min(rewards, default=None),
+            members_ok=len(rewards),
+            members_failed=len(failed),
             members_reassigned=scheduler.members_reassigned - reassigned_before,
             members_dropped=scheduler.members_dropped - dropped_before,
             servers_active=len(self.fleet.active),
-            completion_tokens=tokens, tokens_per_second=tokens / seconds if seconds else 0.0,
-            update_terms=len(update.terms), fingerprint=fingerprint, phase_seconds=phases)
+            completion_tokens=tokens,
+            tokens_per_second=tokens / seconds if seconds else 0.0,
+            update_terms=len(update.terms),
+            fingerprint=fingerprint,
+            phase_seconds=phases,
+        )
         return next_state, iteration_record
 
     async def train(self) -> TrainResult:
@@ -170,22 +214,33 @@ class Trainer:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
             self.metrics.step.set(state.iteration)
             if self.config.eval_every and state.iteration == 0:
-                baseline = IterationRecord(iteration=BASELINE_ITERATION, step=0, fingerprint=fingerprint,
-                                           eval_reward=await self.evaluate_current())
+                baseline = IterationRecord(
+                    iteration=BASELINE_ITERATION,
+                    step=0,
+                    fingerprint=fingerprint,
+                    eval_reward=await self.evaluate_current(),
+                )
                 self.run.append_metrics(baseline)
                 self.metrics.eval_reward.set(baseline.eval_reward)
                 log.info("base model eval reward %.3f", baseline.eval_reward)
             while state.iteration < self.config.iterations:
                 state, record = await self._iteration(state)
                 fingerprint = record.fingerprint
-                if self.config.eval_every and (state.iteration % self.config.eval_every == 0
-                                               or state.iteration == self.config.iterations):
+                if self.config.eval_every and (
+                    state.iteration % self.config.eval_every == 0 or state.iteration == self.config.iterations
+                ):
                     record.eval_reward = await self.evaluate_current()
                 self.metrics.observe_iteration(record)
                 self.run.append_metrics(record)
-                log.info("iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s", record.iteration + 1,
-                         _fmt(record.reward_mean), _fmt(record.reward_max), record.tokens_per_second,
-                         record.seconds, "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}")
+                log.info(
+                    "iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s",
+                    record.iteration + 1,
+                    _fmt(record.reward_mean),
+                    _fmt(record.reward_max),
+                    record.tokens_per_second,
+                    record.seconds,
+                    "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}",
+                )
             self._write_summary(time.perf_counter() - started, fingerprint)
         finally:
             await self.fleet.close()
@@ -195,11 +250,19 @@ class Trainer:
         """RUN_DIR/summary.json: what `seedcast compare` reads next to GRPO's (wall time, tokens, memory)."""
         rows = [r for r in self.run.metrics() if not r.is_baseline]
         peaks = self.fleet.local_peak_rss_bytes()
-        self.run.write_summary(RunSummary(
-            method="es", steps=len(rows), wall_seconds=sum(r.seconds or 0.0 for r in rows),
-            completion_tokens=sum(r.completion_tokens or 0 for r in rows), peak_rss_bytes=max(peaks, default=None),
-            peak_memory_of="one ES inference server", servers_measured=len(peaks), fingerprint=fingerprint,
-            wall_seconds_this_session=seconds))
+        self.run.write_summary(
+            RunSummary(
+                method="es",
+                steps=len(rows),
+                wall_seconds=sum(r.seconds or 0.0 for r in rows),
+                completion_tokens=sum(r.completion_tokens or 0 for r in rows),
+                peak_rss_bytes=max(peaks, default=None),
+                peak_memory_of="one ES inference server",
+                servers_measured=len(peaks),
+                fingerprint=fingerprint,
+                wall_seconds_this_session=seconds,
+            )
+        )
 
 
 def _fmt(value: float | None) -> str:

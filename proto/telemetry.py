@@ -13,8 +13,26 @@ from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 SERVER_PREFIX = "seedcast_server_"
 OPTIMIZER_PREFIX = "seedcast_optimizer_"
 # Seconds-to-minutes work: restores take milliseconds, long generations and iterations minutes.
-SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
-                   600.0, 1200.0)
+SECONDS_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1200.0,
+)
 # What a server does for one member, in order; each is a `<phase>_seconds` field of `Timings`.
 MEMBER_PHASES = ("perturb", "generate", "score", "restore")
 # Everything a server times: the member phases and applying an update step.

@@ -49,8 +49,10 @@ def read_token(path: str | None) -> str | None:
         return None
     token = data.decode().strip()
     if len(token) < MIN_TOKEN_CHARS:
-        raise SecurityConfigError(f"the token in {path} is shorter than {MIN_TOKEN_CHARS} characters; "
-                                  "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        raise SecurityConfigError(
+            f"the token in {path} is shorter than {MIN_TOKEN_CHARS} characters; "
+            "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     return token
 
 

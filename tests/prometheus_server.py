@@ -42,9 +42,16 @@ class PrometheusServer:
         self.log = workdir / "prometheus.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle"],
-                stdout=log, stderr=subprocess.STDOUT)
+                [
+                    prometheus_binary(),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--web.enable-lifecycle",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:

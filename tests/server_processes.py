@@ -32,10 +32,29 @@ class ServerProcess:
         self.starts += 1
         log = (self.workdir / f"{self.name}.log").open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", self.model_dir, "--port",
-             str(self.port), "--threads", "1", "--dtype", "bfloat16", "--ready-file", str(ready),
-             "--allow-evaluator", "tests.", *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [
+                sys.executable,
+                "-m",
+                "seedcast.optimizer.cli",
+                "serve",
+                "--model",
+                self.model_dir,
+                "--port",
+                str(self.port),
+                "--threads",
+                "1",
+                "--dtype",
+                "bfloat16",
+                "--ready-file",
+                str(ready),
+                "--allow-evaluator",
+                "tests.",
+                *self.extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         if wait:
             deadline = time.monotonic() + 120
             while not ready.exists():

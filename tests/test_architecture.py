@@ -1,11 +1,11 @@
 """The layering docs/architecture.md describes, enforced: who may import whom, and file sizes.
 
-    proto/             imports nothing of Seedcast's other folders (it is the shared contract)
-    evaluators/        imports only proto/
-    inference_server/  never imports optimizer/
-    optimizer/         imports of inference_server/ only its noise package, model_source and
-                       serve_config (how to start a server: local fleets write one); the CLI alone
-                       imports the server too, to run `seedcast serve`
+proto/             imports nothing of Seedcast's other folders (it is the shared contract)
+evaluators/        imports only proto/
+inference_server/  never imports optimizer/
+optimizer/         imports of inference_server/ only its noise package, model_source and
+                   serve_config (how to start a server: local fleets write one); the CLI alone
+                   imports the server too, to run `seedcast serve`
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("proto", "evaluators", "inference_server", "optimizer")
 GENERATED = {"seedcast_pb2.py", "seedcast_pb2_grpc.py"}
 MAX_LINES = 400
-OPTIMIZER_MAY_USE = ("seedcast.inference_server.noise", "seedcast.inference_server.model_source",
-                     "seedcast.inference_server.serve_config")
+OPTIMIZER_MAY_USE = (
+    "seedcast.inference_server.noise",
+    "seedcast.inference_server.model_source",
+    "seedcast.inference_server.serve_config",
+)
 CLI_MAY_ALSO_USE = ("seedcast.inference_server.server",)
 
 
@@ -46,8 +49,12 @@ def _within(module: str, packages: tuple[str, ...]) -> bool:
 
 
 def _violations(folder: str, allowed) -> list[str]:
-    return [f"{path.relative_to(REPO_ROOT)} imports {module}" for path in _sources(folder)
-            for module in _imports(path) if not allowed(path, module)]
+    return [
+        f"{path.relative_to(REPO_ROOT)} imports {module}"
+        for path in _sources(folder)
+        for module in _imports(path)
+        if not allowed(path, module)
+    ]
 
 
 def test_proto_imports_only_itself():
@@ -79,19 +86,24 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     rogue.write_text("def f():\n    from seedcast.inference_server.servicer import InferenceServicer\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
     assert _violations("optimizer", lambda path, module: _within(module, OPTIMIZER_MAY_USE)) == [
-        "optimizer/rogue.py imports seedcast.inference_server.servicer"]
+        "optimizer/rogue.py imports seedcast.inference_server.servicer"
+    ]
 
 
 @pytest.mark.parametrize("folder", [*FOLDERS, "tests", "bench", "deploy"])
 def test_no_source_file_exceeds_the_size_a_reader_takes_in_one_sitting(folder):
-    long = {str(p.relative_to(REPO_ROOT)): n for p in _sources(folder)
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(REPO_ROOT)): n for p in _sources(folder) if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert long == {}, f"split these files (over {MAX_LINES} lines): {long}"
 
 
 def test_every_package_folder_is_installed():
     # An editable install finds sub-packages by path; a wheel ships only those pyproject.toml lists.
     listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {"seedcast." + ".".join(init.parent.relative_to(REPO_ROOT).parts)
-             for folder in FOLDERS for init in (REPO_ROOT / folder).rglob("__init__.py")}
+    found = {
+        "seedcast." + ".".join(init.parent.relative_to(REPO_ROOT).parts)
+        for folder in FOLDERS
+        for init in (REPO_ROOT / folder).rglob("__init__.py")
+    }
     assert found == listed

@@ -17,13 +17,16 @@ from seedcast.inference_server.noise.kinds import NOISE_KINDS, noise_source
 CONTRACT_BACKENDS = ["hf"]
 
 
-@pytest.fixture(params=[(backend, noise) for backend in CONTRACT_BACKENDS for noise in NOISE_KINDS],
-                ids=lambda param: "-".join(param))
+@pytest.fixture(
+    params=[(backend, noise) for backend in CONTRACT_BACKENDS for noise in NOISE_KINDS],
+    ids=lambda param: "-".join(param),
+)
 def make_backend(request, tiny_model_dir):
     backend_name, noise = request.param
 
     def make(dtype: str = "bfloat16") -> Backend:
         return create_backend(backend_name, tiny_model_dir, device="cpu", dtype=dtype, threads=2, noise=noise)
+
     return make
 
 
@@ -74,8 +77,9 @@ def test_a_perturbation_right_after_a_restore_leaves_no_trace_of_the_first(make_
     backend.restore()  # deferred: the next perturbation overwrites every weight instead
     backend.perturb(seed=2, sigma=0.05, sign=-1)
     fresh.perturb(seed=2, sigma=0.05, sign=-1)
-    assert all(torch.equal(a, b) for a, b in zip(_inference_weights(backend).values(),
-                                                 _inference_weights(fresh).values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(_inference_weights(backend).values(), _inference_weights(fresh).values())
+    )
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -106,8 +110,9 @@ def test_pair_cache_gives_the_partner_bit_for_bit_and_never_outlives_an_update(t
     for sign in (1, -1):  # the first half of a pair, then its partner (served from the cache)
         for backend in (cached, plain):
             backend.perturb(seed=11, sigma=0.05, sign=sign)
-        assert all(torch.equal(a, b) for a, b in zip(_inference_weights(cached).values(),
-                                                     _inference_weights(plain).values()))
+        assert all(
+            torch.equal(a, b) for a, b in zip(_inference_weights(cached).values(), _inference_weights(plain).values())
+        )
         cached.restore()
         plain.restore()
     assert cached.pair_cache_hits == 1

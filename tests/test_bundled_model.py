@@ -16,8 +16,9 @@ def test_bundled_model_answers_simple_sums():
     assert bundled_model_path().suffix == ".gguf"
     backend = HFBackend(BUNDLED_MODEL, device="cpu", threads=2)
     assert backend.info().parameters == 134_515_008
-    completions = backend.generate(["What is 2 + 3? Reply with only the final number."],
-                                   Sampling(temperature=0.0, max_new_tokens=8))
+    completions = backend.generate(
+        ["What is 2 + 3? Reply with only the final number."], Sampling(temperature=0.0, max_new_tokens=8)
+    )
     assert "5" in completions[0][0].text
     before = backend.fingerprint()
     backend.perturb(1, 0.002)
@@ -28,8 +29,19 @@ def test_bundled_model_answers_simple_sums():
 def test_short_es_run_on_the_bundled_model(tmp_path):
     from seedcast.optimizer.cli import main
 
-    code = main(["train", "--no-progress", "--run-dir", str(tmp_path / "run"), "iterations=1", "batch_size=4",
-                 "es.population=2", "eval_every=0", "sampling.max_new_tokens=8"])
+    code = main(
+        [
+            "train",
+            "--no-progress",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "iterations=1",
+            "batch_size=4",
+            "es.population=2",
+            "eval_every=0",
+            "sampling.max_new_tokens=8",
+        ]
+    )
     assert code == 0
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 1 and '"members_ok": 2' in lines[0]

@@ -38,18 +38,71 @@ def test_entry_kinds(tmp_path, tiny_model_dir):
 
 
 def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, capsys):
-    common = ["iterations=2", "grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
-              "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=4"]
+    common = [
+        "iterations=2",
+        "grpo.steps=2",
+        "batch_size=2",
+        "eval_every=1",
+        "eval_size=4",
+        "task.synthetic_size=50",
+        "task.evaluator=tests.tiny_model:digit_fraction_reward",
+        "sampling.max_new_tokens=4",
+    ]
     es, grpo = tmp_path / "es", tmp_path / "grpo"
-    assert main(["train", "--run-dir", str(es), "--no-progress", f"model.name={tiny_model_dir}", *common,
-                 "es.population=4", "es.sigma=0.05", "es.learning_rate=0.05", "sampling.temperature=1.0",
-                 "fleet.threads_per_server=1"]) == 0
-    assert main(["grpo", "--run-dir", str(grpo), "--no-progress", f"model.name={tiny_model_dir}", *common,
-                 "grpo.group_size=4", "grpo.learning_rate=0.05"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--run-dir",
+                str(es),
+                "--no-progress",
+                f"model.name={tiny_model_dir}",
+                *common,
+                "es.population=4",
+                "es.sigma=0.05",
+                "es.learning_rate=0.05",
+                "sampling.temperature=1.0",
+                "fleet.threads_per_server=1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "grpo",
+                "--run-dir",
+                str(grpo),
+                "--no-progress",
+                f"model.name={tiny_model_dir}",
+                *common,
+                "grpo.group_size=4",
+                "grpo.learning_rate=0.05",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "report"
-    args = ["compare", f"base={tiny_model_dir}", f"es={es}", f"grpo={grpo}", "--out", str(out),
-            "--evaluator", "tests.tiny_model:digit_fraction_reward", "--limit", "4", "--n", "4", "--k", "1,2,4",
-            "--max-tokens", "4", "--local", "1"]
+    args = [
+        "compare",
+        f"base={tiny_model_dir}",
+        f"es={es}",
+        f"grpo={grpo}",
+        "--out",
+        str(out),
+        "--evaluator",
+        "tests.tiny_model:digit_fraction_reward",
+        "--limit",
+        "4",
+        "--n",
+        "4",
+        "--k",
+        "1,2,4",
+        "--max-tokens",
+        "4",
+        "--local",
+        "1",
+    ]
     assert main(args) == 0
     report = (out / "report.md").read_text()
     for label in ("base", "es", "grpo"):
@@ -76,6 +129,8 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
     assert cached.stat().st_mtime_ns == before
     assert "Parameter geometry" not in (out / "report.md").read_text()
     # An eval folder is an entry as it is.
-    assert main(["compare", f"a={out / 'evals' / 'base'}", f"b={out / 'evals' / 'grpo'}", "--out",
-                 str(tmp_path / "r2")]) == 0
+    assert (
+        main(["compare", f"a={out / 'evals' / 'base'}", f"b={out / 'evals' / 'grpo'}", "--out", str(tmp_path / "r2")])
+        == 0
+    )
     assert "| b | " in (tmp_path / "r2" / "report.md").read_text()

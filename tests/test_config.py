@@ -39,8 +39,11 @@ def test_unknown_nested_key():
 
 def test_overrides_parse_types():
     tree = parse_overrides(["es.sigma=0.002", "fleet.servers=[a:1,b:2]", "es.mirrored=false", "task.path=x.jsonl"])
-    assert tree == {"es": {"sigma": 0.002, "mirrored": False}, "fleet": {"servers": ["a:1", "b:2"]},
-                    "task": {"path": "x.jsonl"}}
+    assert tree == {
+        "es": {"sigma": 0.002, "mirrored": False},
+        "fleet": {"servers": ["a:1", "b:2"]},
+        "task": {"path": "x.jsonl"},
+    }
     with pytest.raises(ConfigError, match="key=value"):
         parse_overrides(["novalue"])
 

@@ -9,15 +9,18 @@ import pytest
 from seedcast.evaluators.datasets import DatasetError, DatasetSpec, load_problems
 
 
-@pytest.mark.parametrize(("kind", "relative", "count", "first_reference"), [
-    ("gsm8k", "gsm8k/test.jsonl", 1000, "18"),
-    ("math500", "math500/test.jsonl", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"),
-    ("aime24", "aime2024/test.jsonl", 30, "204"),
-    ("deepscaler", "deepscaler/train/aime.json", 975, "60"),
-    ("deepscaler", "deepscaler/test/amc.json", 83, "142"),
-    ("deepscaler", "deepscaler/test/math.json", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"),
-    ("deepscaler-verl", "deepscaler/subsets/deepscaler_train_subset2000_verl.parquet", 2000, "- \\frac{1}{4}"),
-])
+@pytest.mark.parametrize(
+    ("kind", "relative", "count", "first_reference"),
+    [
+        ("gsm8k", "gsm8k/test.jsonl", 1000, "18"),
+        ("math500", "math500/test.jsonl", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"),
+        ("aime24", "aime2024/test.jsonl", 30, "204"),
+        ("deepscaler", "deepscaler/train/aime.json", 975, "60"),
+        ("deepscaler", "deepscaler/test/amc.json", 83, "142"),
+        ("deepscaler", "deepscaler/test/math.json", 500, "\\left( 3, \\frac{\\pi}{2} \\right)"),
+        ("deepscaler-verl", "deepscaler/subsets/deepscaler_train_subset2000_verl.parquet", 2000, "- \\frac{1}{4}"),
+    ],
+)
 def test_public_files(data_dir, kind, relative, count, first_reference):
     problems = load_problems(DatasetSpec(kind=kind, path=str(data_dir / relative)))
     assert len(problems) == count
@@ -33,8 +36,9 @@ def test_list_answers_take_the_first(data_dir):
 def test_generic_jsonl_with_dotted_fields(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps({"q": {"text": f"q{i}"}, "a": [i]}) for i in range(5)) + "\n")
-    problems = load_problems(DatasetSpec(kind="jsonl", path=str(path), prompt_field="q.text", answer_field="a.0",
-                                         limit=3))
+    problems = load_problems(
+        DatasetSpec(kind="jsonl", path=str(path), prompt_field="q.text", answer_field="a.0", limit=3)
+    )
     assert [(p.prompt, p.reference) for p in problems] == [("q0", "0"), ("q1", "1"), ("q2", "2")]
 
 

@@ -74,12 +74,14 @@ def test_train_config_in_the_configmap_validates(tmp_path):
     path.write_text(configmap["data"]["train.yaml"])
     ca = tmp_path / "ca.crt"
     ca.write_text("placeholder")
-    load_config(path, ["fleet.servers=[seedcast-server-0.seedcast-server:50051]", "fleet.local=0",
-                       f"fleet.tls_ca={ca}"])
+    load_config(
+        path, ["fleet.servers=[seedcast-server-0.seedcast-server:50051]", "fleet.local=0", f"fleet.tls_ca={ca}"]
+    )
 
 
 def test_servers_and_optimizer_agree_on_tls_and_token():
     docs = _all_k8s()
+
     def args(kind: str) -> str:
         workload = next(d for d in docs if d["kind"] == kind)
         return " ".join(workload["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -93,8 +95,11 @@ def test_servers_and_optimizer_agree_on_tls_and_token():
 
 def test_compose_file_validates_against_the_compose_spec():
     compose = DEPLOY / "compose" / "docker-compose.yml"
-    result = subprocess.run([BIN / "check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(compose)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [BIN / "check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(compose)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -124,8 +129,9 @@ def test_dockerfile_lints_clean(path):
 
 
 def test_dashboards_are_generated_and_templated():
-    result = subprocess.run([sys.executable, str(DEPLOY / "grafana" / "build_dashboards.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(DEPLOY / "grafana" / "build_dashboards.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     for path in (DEPLOY / "grafana" / "dashboards").glob("*.json"):
         board = json.loads(path.read_text())

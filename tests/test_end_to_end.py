@@ -17,10 +17,22 @@ from seedcast.optimizer.trainer import Trainer
 
 def _overrides(model_dir: str, **extra) -> list[str]:
     values = {
-        "model.name": model_dir, "model.dtype": "bfloat16", "iterations": 2, "batch_size": 3, "eval_every": 1,
-        "eval_size": 4, "task.evaluator": "tests.tiny_model:digit_fraction_reward", "task.synthetic_size": 50,
-        "sampling.max_new_tokens": 6, "sampling.temperature": 1.0, "es.population": 4, "es.sigma": 0.05,
-        "es.learning_rate": 0.01, "fleet.local": 2, "fleet.threads_per_server": 1, **extra,
+        "model.name": model_dir,
+        "model.dtype": "bfloat16",
+        "iterations": 2,
+        "batch_size": 3,
+        "eval_every": 1,
+        "eval_size": 4,
+        "task.evaluator": "tests.tiny_model:digit_fraction_reward",
+        "task.synthetic_size": 50,
+        "sampling.max_new_tokens": 6,
+        "sampling.temperature": 1.0,
+        "es.population": 4,
+        "es.sigma": 0.05,
+        "es.learning_rate": 0.01,
+        "fleet.local": 2,
+        "fleet.threads_per_server": 1,
+        **extra,
     }
     return [f"{key}={value}" for key, value in values.items()]
 
@@ -68,16 +80,27 @@ def test_resume_equals_uninterrupted_run_and_export_reproduces_it(tmp_path, tiny
 
 
 def test_failing_evaluator_counts_members_as_failed_and_the_run_goes_on(tmp_path, tiny_model_dir):
-    overrides = _overrides(tiny_model_dir, **{"fleet.local": 1, "eval_every": 0,
-                                              "task.evaluator": "tests.tiny_model:failing_reward"})
+    overrides = _overrides(
+        tiny_model_dir, **{"fleet.local": 1, "eval_every": 0, "task.evaluator": "tests.tiny_model:failing_reward"}
+    )
     run, result = _train(tmp_path / "run", overrides)
     assert [r.members_failed for r in result.metrics] == [4, 4]
     assert [r.terms for r in run.updates()] == [[], []]  # no signal, weights unchanged
 
 
 def test_unreachable_server_is_named(tmp_path, tiny_model_dir, capsys):
-    code = main(["train", "--no-progress", "--run-dir", str(tmp_path / "run"), "--servers", "127.0.0.1:9",
-                 f"model.name={tiny_model_dir}", "fleet.connect_timeout_seconds=1"])
+    code = main(
+        [
+            "train",
+            "--no-progress",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--servers",
+            "127.0.0.1:9",
+            f"model.name={tiny_model_dir}",
+            "fleet.connect_timeout_seconds=1",
+        ]
+    )
     assert code == 2
     assert "cannot reach inference server at 127.0.0.1:9" in capsys.readouterr().err
 
@@ -137,9 +160,19 @@ def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_mode
 
     server = ServerProcess(tiny_model_dir, tmp_path, "gaussian-server").start()
     try:
-        code = main(["train", "--no-progress", "--run-dir", str(tmp_path / "run"), "--servers", server.address,
-                     f"model.name={tiny_model_dir}", "es.noise=table",
-                     "task.evaluator=tests.tiny_model:digit_fraction_reward"])
+        code = main(
+            [
+                "train",
+                "--no-progress",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--servers",
+                server.address,
+                f"model.name={tiny_model_dir}",
+                "es.noise=table",
+                "task.evaluator=tests.tiny_model:digit_fraction_reward",
+            ]
+        )
     finally:
         server.stop()
     assert code == 2

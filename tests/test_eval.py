@@ -18,8 +18,9 @@ def test_entropy_of_a_uniform_next_token_distribution_is_log_vocab(tiny_model_di
     backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=1)
     with torch.no_grad():
         backend.model.get_output_embeddings().weight.zero_()  # all logits 0: exactly uniform
-    completions = backend.generate(["What is 1 + 1?"], Sampling(temperature=1.0, max_new_tokens=5, seed=1),
-                                   with_entropy=True)[0]
+    completions = backend.generate(
+        ["What is 1 + 1?"], Sampling(temperature=1.0, max_new_tokens=5, seed=1), with_entropy=True
+    )[0]
     vocab = backend.model.config.vocab_size
     assert completions[0].mean_entropy == pytest.approx(math.log(vocab), abs=1e-4)
 
@@ -29,16 +30,22 @@ def test_entropy_ignores_padding_and_batching(tiny_model_dir):
     sampling = Sampling(temperature=1.0, max_new_tokens=6, samples_per_prompt=2, seed=4)
     prompts = ["Hi", "A much longer prompt that needs left padding in the batch"]
     batched = backend.generate(prompts, sampling, with_entropy=True)
-    alone = [backend.generate([prompt], Sampling(temperature=0.0, max_new_tokens=1), with_entropy=True)
-             for prompt in prompts]
-    assert all(c.mean_entropy is not None and 0 < c.mean_entropy <= math.log(backend.model.config.vocab_size) + 1e-4
-               for group in batched for c in group)
+    alone = [
+        backend.generate([prompt], Sampling(temperature=0.0, max_new_tokens=1), with_entropy=True) for prompt in prompts
+    ]
+    assert all(
+        c.mean_entropy is not None and 0 < c.mean_entropy <= math.log(backend.model.config.vocab_size) + 1e-4
+        for group in batched
+        for c in group
+    )
     # the first completion token's entropy depends only on the prompt, whatever the padding
     first_alone = [group[0][0].mean_entropy for group in alone]
-    encoded = backend.tokenizer(backend.chat_texts(prompts), return_tensors="pt", padding=True,
-                                add_special_tokens=False)
-    output = backend.model.generate(**encoded, do_sample=False, max_new_tokens=1,
-                                    pad_token_id=backend.tokenizer.pad_token_id)
+    encoded = backend.tokenizer(
+        backend.chat_texts(prompts), return_tensors="pt", padding=True, add_special_tokens=False
+    )
+    output = backend.model.generate(
+        **encoded, do_sample=False, max_new_tokens=1, pad_token_id=backend.tokenizer.pad_token_id
+    )
     first_batched = backend.completion_entropies(output, encoded["attention_mask"], [1, 1], micro_batch=2)
     assert first_batched == pytest.approx(first_alone, abs=1e-4)
 
@@ -51,9 +58,25 @@ def test_final_answer_extraction():
 
 def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "eval"
-    code = main(["eval", "--model", tiny_model_dir, "--limit", "6", "--n", "8", "--k", "1,2,4,8", "--max-tokens",
-                 "6", "--out", str(out), "task.evaluator=tests.tiny_model:contains_digit_reward",
-                 "fleet.threads_per_server=1"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            tiny_model_dir,
+            "--limit",
+            "6",
+            "--n",
+            "8",
+            "--k",
+            "1,2,4,8",
+            "--max-tokens",
+            "6",
+            "--out",
+            str(out),
+            "task.evaluator=tests.tiny_model:contains_digit_reward",
+            "fleet.threads_per_server=1",
+        ]
+    )
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     means = [results["pass_at_k"][k]["mean"] for k in ("1", "2", "4", "8")]
@@ -79,8 +102,11 @@ def test_sample_calls_of_a_failed_server_go_to_another():
     from seedcast.optimizer.fleet.client import ServerClient
     from seedcast.proto import seedcast_pb2 as pb
 
-    request = pb.SampleRequest(problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")], evaluator="synthetic",
-                               sampling=pb.SamplingParams(top_p=1, max_new_tokens=2, samples_per_prompt=3))
+    request = pb.SampleRequest(
+        problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")],
+        evaluator="synthetic",
+        sampling=pb.SamplingParams(top_p=1, max_new_tokens=2, samples_per_prompt=3),
+    )
 
     async def main():
         servers = [await start_server(SimulatedLatencyTestBackend(0.05), "127.0.0.1", 0) for _ in range(2)]
@@ -97,5 +123,6 @@ def test_sample_calls_of_a_failed_server_go_to_another():
                 await client.close()
             await servers[0].stop(0)
         return replies
+
     replies = asyncio.run(main())
     assert len(replies) == 12 and all(len(reply.problems[0].completions) == 3 for reply in replies)

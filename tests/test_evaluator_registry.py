@@ -51,11 +51,14 @@ def test_custom_rewards_are_checked():
         wrong_type.score_batch(SAMPLES)
 
 
-@pytest.mark.parametrize(("spec", "fragment"), [
-    ("no-such-evaluator", "unknown evaluator"),
-    ("no_such_module_xyz:thing", "cannot import module"),
-    ("tests.tiny_model:missing_attr", "has no attribute"),
-])
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("no-such-evaluator", "unknown evaluator"),
+        ("no_such_module_xyz:thing", "cannot import module"),
+        ("tests.tiny_model:missing_attr", "has no attribute"),
+    ],
+)
 def test_bad_specs_say_what_is_accepted(spec, fragment):
     with pytest.raises(EvaluatorSpecError, match=fragment):
         load_evaluator(spec)
@@ -105,9 +108,16 @@ def test_local_reward_model(tmp_path, tiny_model_dir):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=2, num_labels=1,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     LlamaForSequenceClassification(config).save_pretrained(tmp_path / "rm")
     tokenizer.save_pretrained(tmp_path / "rm")

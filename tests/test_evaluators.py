@@ -29,17 +29,20 @@ def test_gsm8k_references_of_real_lines(data_dir):
     assert all(gsm8k_reward(r["answer"], r["answer"]) == 1.0 for r in records)
 
 
-@pytest.mark.parametrize(("completion", "expected"), [
-    ("She makes $18 every day.", 1.0),
-    ("The answer is \\boxed{18}.", 1.0),
-    ("18.0", 1.0),
-    ("$18.00 dollars", 1.0),
-    ("First 16 - 3 - 4 = 9, then 9 * 2 = 18", 1.0),
-    ("\\boxed{18} but actually 20", 1.0),   # the box wins over a later number
-    ("I think it is 17.", 0.0),
-    ("no number at all", 0.0),
-    ("", 0.0),
-])
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("She makes $18 every day.", 1.0),
+        ("The answer is \\boxed{18}.", 1.0),
+        ("18.0", 1.0),
+        ("$18.00 dollars", 1.0),
+        ("First 16 - 3 - 4 = 9, then 9 * 2 = 18", 1.0),
+        ("\\boxed{18} but actually 20", 1.0),  # the box wins over a later number
+        ("I think it is 17.", 0.0),
+        ("no number at all", 0.0),
+        ("", 0.0),
+    ],
+)
 def test_gsm8k_prediction_rules(completion, expected):
     assert gsm8k_reward(completion, "some work\n#### 18") == expected
 

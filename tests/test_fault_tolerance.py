@@ -21,10 +21,20 @@ ITERATIONS = 4
 
 def _overrides(model_dir: str, iterations: int = ITERATIONS, **extra) -> list[str]:
     values = {
-        "model.name": model_dir, "model.dtype": "bfloat16", "iterations": iterations, "batch_size": 2,
-        "eval_every": 0, "task.evaluator": "tests.tiny_model:digit_fraction_reward", "task.synthetic_size": 50,
-        "sampling.max_new_tokens": 24, "sampling.temperature": 1.0, "es.population": 8, "es.sigma": 0.05,
-        "es.learning_rate": 0.01, "fleet.threads_per_server": 1, **extra,
+        "model.name": model_dir,
+        "model.dtype": "bfloat16",
+        "iterations": iterations,
+        "batch_size": 2,
+        "eval_every": 0,
+        "task.evaluator": "tests.tiny_model:digit_fraction_reward",
+        "task.synthetic_size": 50,
+        "sampling.max_new_tokens": 24,
+        "sampling.temperature": 1.0,
+        "es.population": 8,
+        "es.sigma": 0.05,
+        "es.learning_rate": 0.01,
+        "fleet.threads_per_server": 1,
+        **extra,
     }
     return [f"{key}={value}" for key, value in values.items()]
 
@@ -63,8 +73,9 @@ def _fleet(servers: list[ServerProcess]) -> dict[str, str]:
     return {"fleet.local": 0, "fleet.servers": f"[{','.join(s.address for s in servers)}]"}
 
 
-def test_killed_servers_are_replaced_and_rejoin_with_identical_results(tmp_path, tiny_model_dir, servers,
-                                                                       reference_fingerprint):
+def test_killed_servers_are_replaced_and_rejoin_with_identical_results(
+    tmp_path, tiny_model_dir, servers, reference_fingerprint
+):
     fleet = servers(3)
     seen = []
     killed_in: list[int] = []
@@ -85,9 +96,11 @@ def test_killed_servers_are_replaced_and_rejoin_with_identical_results(tmp_path,
         # iteration's readmission, so it must rejoin then.
         alive[0].start()
 
-    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **_fleet(fleet),
-                                                    **{"fleet.rejoin_timeout_seconds": 5}),
-                         on_report=kill_one_mid_iteration)
+    _, result = _train(
+        tmp_path / "run",
+        _overrides(tiny_model_dir, **_fleet(fleet), **{"fleet.rejoin_timeout_seconds": 5}),
+        on_report=kill_one_mid_iteration,
+    )
     rows = [r for r in result.metrics if r.iteration >= 0]
     assert sum(r.members_reassigned for r in rows) >= 1
     assert all(r.members_ok == 8 for r in rows), [r.members_ok for r in rows]
@@ -107,9 +120,11 @@ def test_a_stalled_server_does_not_stall_the_run(tmp_path, tiny_model_dir, serve
             paused.append(victim)
 
     started = time.monotonic()
-    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **_fleet(fleet),
-                                                    **{"fleet.member_deadline_seconds": 3}),
-                       on_report=pause_the_other_server)
+    _, result = _train(
+        tmp_path / "run",
+        _overrides(tiny_model_dir, **_fleet(fleet), **{"fleet.member_deadline_seconds": 3}),
+        on_report=pause_the_other_server,
+    )
     elapsed = time.monotonic() - started
     rows = [r for r in result.metrics if r.iteration >= 0]
     assert paused and sum(r.members_dropped for r in rows) >= 1
@@ -121,13 +136,22 @@ def test_a_stalled_server_does_not_stall_the_run(tmp_path, tiny_model_dir, serve
 @pytest.mark.slow
 def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path, tiny_model_dir, servers):
     iterations = 20
-    _, reference = _train(tmp_path / "reference", _overrides(tiny_model_dir, iterations=iterations,
-                                                             **{"fleet.local": 1}))
+    _, reference = _train(
+        tmp_path / "reference", _overrides(tiny_model_dir, iterations=iterations, **{"fleet.local": 1})
+    )
     fleet = servers(2)
     run_dir = tmp_path / "run"
     rng = random.Random(1234)
-    command = [sys.executable, "-m", "seedcast.optimizer.cli", "train", "--no-progress", "--run-dir", str(run_dir),
-               *_overrides(tiny_model_dir, iterations=iterations, **_fleet(fleet))]
+    command = [
+        sys.executable,
+        "-m",
+        "seedcast.optimizer.cli",
+        "train",
+        "--no-progress",
+        "--run-dir",
+        str(run_dir),
+        *_overrides(tiny_model_dir, iterations=iterations, **_fleet(fleet)),
+    ]
     steps_at_kill = []
     for target in sorted(rng.sample(range(1, iterations), 3)):
         log = (tmp_path / "optimizer.log").open("ab")
@@ -147,7 +171,9 @@ def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path,
     final = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr[-2000:]
     assert any(0 < steps < iterations for steps in steps_at_kill), (  # killed mid-run, not at start
-        steps_at_kill, (tmp_path / "optimizer.log").read_text()[-3000:])
+        steps_at_kill,
+        (tmp_path / "optimizer.log").read_text()[-3000:],
+    )
     run = RunDirectory(run_dir)
     assert [r.step for r in run.updates()] == list(range(1, iterations + 1))
     assert run.metrics()[-1].fingerprint == reference.fingerprint
@@ -164,9 +190,11 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
             listing.write_text(f"{first.address}\n{second.address}  # joined mid-run\n")
         answered_by.append(report.server)
 
-    _, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **{"fleet.local": 0,
-                                                                      "fleet.servers_file": listing}),
-                       on_report=add_the_second_server)
+    _, result = _train(
+        tmp_path / "run",
+        _overrides(tiny_model_dir, **{"fleet.local": 0, "fleet.servers_file": listing}),
+        on_report=add_the_second_server,
+    )
     assert set(answered_by[:8]) == {first.address}  # iteration 0 ran on the first server alone
     assert second.address in answered_by[8:]  # the second joined after a Sync and took members
     assert result.metrics[-1].servers_active == 2

@@ -21,8 +21,10 @@ def test_module_groups_of_llama_names():
 
 
 def test_distances_shares_and_changed_fraction_are_exact():
-    base = {"model.layers.0.self_attn.q_proj.weight": torch.ones(4, 25),  # ||θ₀||² = 100
-            "model.layers.0.mlp.up_proj.weight": torch.ones(300)}  # ||θ₀||² = 300
+    base = {
+        "model.layers.0.self_attn.q_proj.weight": torch.ones(4, 25),  # ||θ₀||² = 100
+        "model.layers.0.mlp.up_proj.weight": torch.ones(300),
+    }  # ||θ₀||² = 300
     tuned = {name: tensor.clone() for name, tensor in base.items()}
     tuned["model.layers.0.self_attn.q_proj.weight"][0, :4] += 0.5  # Δ² = 4 · 0.25 = 1
     tuned["model.layers.0.mlp.up_proj.weight"][:3] -= 1e-6  # below the threshold

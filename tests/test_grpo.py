@@ -18,9 +18,17 @@ from seedcast.optimizer.config import ConfigError, load_config
 from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.run_kinds import run_kind
 
-TINY_TASK = ["grpo.steps=2", "batch_size=2", "eval_every=1", "eval_size=4", "task.synthetic_size=50",
-             "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=6",
-             "grpo.group_size=4", "grpo.learning_rate=0.05"]
+TINY_TASK = [
+    "grpo.steps=2",
+    "batch_size=2",
+    "eval_every=1",
+    "eval_size=4",
+    "task.synthetic_size=50",
+    "task.evaluator=tests.tiny_model:digit_fraction_reward",
+    "sampling.max_new_tokens=6",
+    "grpo.group_size=4",
+    "grpo.learning_rate=0.05",
+]
 
 
 def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tiny_model_dir, capsys):
@@ -46,8 +54,9 @@ def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tin
 
 
 def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir):
-    config = load_config(overrides=[f"model.name={tiny_model_dir}", "task.synthetic_size=5",
-                                    "task.system_prompt=be brief"])
+    config = load_config(
+        overrides=[f"model.name={tiny_model_dir}", "task.synthetic_size=5", "task.system_prompt=be brief"]
+    )
     backend = HFBackend(tiny_model_dir, dtype="float32")
     problems = load_problems(config.task.dataset_spec(config.seed))
     dataset = _dataset(problems, backend.tokenizer, config)
@@ -57,8 +66,12 @@ def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir)
 
 def test_evaluator_reward_passes_references_and_keeps_unscorable_samples_none():
     reward = EvaluatorReward("synthetic")
-    rewards = reward(prompts=["p", "p", "p"], completions=["The answer is 7", "8", "no number"],
-                     reference=["7", "7", "7"], completion_ids=[[1, 2], [3], [4, 5, 6]])
+    rewards = reward(
+        prompts=["p", "p", "p"],
+        completions=["The answer is 7", "8", "no number"],
+        reference=["7", "7", "7"],
+        completion_ids=[[1, 2], [3], [4, 5, 6]],
+    )
     expected = reward.evaluator.score_batch([ScoredSample("p", c, "7") for c in ["The answer is 7", "8", "no number"]])
     assert rewards == expected and rewards[0] == 1.0 and rewards[1] == 0.0
     tally = reward.tally.take()
@@ -79,13 +92,37 @@ def test_micro_batch_size_divides_the_step():
 def test_hybrid_es_then_grpo_then_es(tmp_path, tiny_model_dir):
     """ES → GRPO (the ES run is exported to the new run's init-model) and GRPO → ES."""
     es = tmp_path / "es"
-    es_args = ["iterations=1", "batch_size=2", "eval_every=0", "task.synthetic_size=50", "es.population=2",
-               "es.sigma=0.05", "es.learning_rate=0.05", "task.evaluator=tests.tiny_model:digit_fraction_reward",
-               "sampling.max_new_tokens=4", "sampling.temperature=1.0", "fleet.threads_per_server=1"]
+    es_args = [
+        "iterations=1",
+        "batch_size=2",
+        "eval_every=0",
+        "task.synthetic_size=50",
+        "es.population=2",
+        "es.sigma=0.05",
+        "es.learning_rate=0.05",
+        "task.evaluator=tests.tiny_model:digit_fraction_reward",
+        "sampling.max_new_tokens=4",
+        "sampling.temperature=1.0",
+        "fleet.threads_per_server=1",
+    ]
     assert main(["train", "--run-dir", str(es), "--no-progress", f"model.name={tiny_model_dir}", *es_args]) == 0
     grpo = tmp_path / "grpo"
-    assert main(["grpo", "--run-dir", str(grpo), "--init-from", str(es), "--no-progress", *TINY_TASK,
-                 "grpo.steps=1", "eval_every=0"]) == 0
+    assert (
+        main(
+            [
+                "grpo",
+                "--run-dir",
+                str(grpo),
+                "--init-from",
+                str(es),
+                "--no-progress",
+                *TINY_TASK,
+                "grpo.steps=1",
+                "eval_every=0",
+            ]
+        )
+        == 0
+    )
     init = grpo / "init-model"
     assert load_config(grpo / "config.yaml").model.name == str(init.resolve())
     es_weights, init_weights = load_weights(es), load_weights(init)

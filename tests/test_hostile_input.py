@@ -21,8 +21,12 @@ from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 
 # Codes a refusal may carry; UNKNOWN or INTERNAL would mean an unhandled error inside the server.
-REFUSALS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-            grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+REFUSALS = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -36,7 +40,8 @@ class ThreadedServer:
         self.thread.start()
         self.running = asyncio.run_coroutine_threadsafe(
             start_server(self.backend, "127.0.0.1", 0, limits=limits, max_concurrent_rpcs=max_concurrent_rpcs),
-            self.loop).result()
+            self.loop,
+        ).result()
         self.address = f"127.0.0.1:{self.running.port}"
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.InferenceServerStub(self.channel)
@@ -54,8 +59,16 @@ class ThreadedServer:
 
 @pytest.fixture(scope="module")
 def server():
-    served = ThreadedServer(Limits(max_prompts=16, max_prompt_chars=4096, max_new_tokens=64,
-                                   max_samples_per_prompt=4, max_update_terms=32, allowed_evaluators=()))
+    served = ThreadedServer(
+        Limits(
+            max_prompts=16,
+            max_prompt_chars=4096,
+            max_new_tokens=64,
+            max_samples_per_prompt=4,
+            max_update_terms=32,
+            allowed_evaluators=(),
+        )
+    )
     yield served
     served.stop()
 
@@ -74,16 +87,21 @@ def _still_serving(server: ThreadedServer) -> None:
     assert state.weights_fingerprint == server.backend.fingerprint()
 
 
-extreme_floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
-                           st.sampled_from([0.0, -0.0, 1e-320, 1e308, -1e308]))
+extreme_floats = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64), st.sampled_from([0.0, -0.0, 1e-320, 1e308, -1e308])
+)
 uint64 = st.integers(0, 2**64 - 1)
 texts = st.text(max_size=64) | st.sampled_from(["", "x" * 5000, "\x00\ufffd", "ü" * 100])
 evaluators = st.sampled_from(["gsm8k", "synthetic", "math-nonexistent", "os:system", "shutil:rmtree", "", ":", "a:b:c"])
 problems = st.lists(st.builds(pb.Problem, prompt=texts, reference=texts), max_size=20)
-sampling = st.builds(pb.SamplingParams, temperature=st.floats(width=32, allow_nan=True, allow_infinity=True),
-                     top_p=st.floats(width=32, allow_nan=True, allow_infinity=True),
-                     max_new_tokens=st.integers(0, 2**32 - 1), samples_per_prompt=st.integers(0, 2**32 - 1),
-                     seed=uint64)
+sampling = st.builds(
+    pb.SamplingParams,
+    temperature=st.floats(width=32, allow_nan=True, allow_infinity=True),
+    top_p=st.floats(width=32, allow_nan=True, allow_infinity=True),
+    max_new_tokens=st.integers(0, 2**32 - 1),
+    samples_per_prompt=st.integers(0, 2**32 - 1),
+    seed=uint64,
+)
 terms = st.lists(st.builds(pb.SeedCoefficient, seed=uint64, coeff=extreme_floats), max_size=40)
 
 
@@ -113,20 +131,35 @@ def test_fuzz_sync(server, steps):
 @given(problems=problems, evaluator=evaluators, sampling=sampling, system_prompt=texts)
 def test_fuzz_sample(server, problems, evaluator, sampling, system_prompt):
     before = server.backend.fingerprint()
-    _call(server.stub.Sample, pb.SampleRequest(problems=problems, evaluator=evaluator, sampling=sampling,
-                                               system_prompt=system_prompt))
+    _call(
+        server.stub.Sample,
+        pb.SampleRequest(problems=problems, evaluator=evaluator, sampling=sampling, system_prompt=system_prompt),
+    )
     assert server.backend.fingerprint() == before
     _still_serving(server)
 
 
-task = st.builds(pb.MemberTask, iteration=uint64, member=st.integers(0, 2**32 - 1), seed=uint64,
-                 sign=st.integers(-(2**31), 2**31 - 1) | st.sampled_from([1, -1]), sigma=extreme_floats,
-                 sampling=sampling, expected_step=uint64 | st.just(0))
-batch = st.builds(pb.PromptBatch, iteration=uint64 | st.just(0), problems=problems, evaluator=evaluators,
-                  system_prompt=texts)
-evaluate_requests = st.lists(st.one_of(st.builds(pb.EvaluateRequest, task=task),
-                                       st.builds(pb.EvaluateRequest, batch=batch),
-                                       st.just(pb.EvaluateRequest())), max_size=6)
+task = st.builds(
+    pb.MemberTask,
+    iteration=uint64,
+    member=st.integers(0, 2**32 - 1),
+    seed=uint64,
+    sign=st.integers(-(2**31), 2**31 - 1) | st.sampled_from([1, -1]),
+    sigma=extreme_floats,
+    sampling=sampling,
+    expected_step=uint64 | st.just(0),
+)
+batch = st.builds(
+    pb.PromptBatch, iteration=uint64 | st.just(0), problems=problems, evaluator=evaluators, system_prompt=texts
+)
+evaluate_requests = st.lists(
+    st.one_of(
+        st.builds(pb.EvaluateRequest, task=task),
+        st.builds(pb.EvaluateRequest, batch=batch),
+        st.just(pb.EvaluateRequest()),
+    ),
+    max_size=6,
+)
 
 
 @FUZZ
@@ -156,9 +189,11 @@ def test_bounded_load_of_concurrent_callers():
         outcomes: dict[str, int] = {}
         async with grpc.aio.insecure_channel(served.address) as channel:
             stub, health = pb_grpc.InferenceServerStub(channel), health_pb2_grpc.HealthStub(channel)
-            request = pb.SampleRequest(problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")],
-                                       evaluator="synthetic",
-                                       sampling=pb.SamplingParams(top_p=1, max_new_tokens=4, samples_per_prompt=2))
+            request = pb.SampleRequest(
+                problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")],
+                evaluator="synthetic",
+                sampling=pb.SamplingParams(top_p=1, max_new_tokens=4, samples_per_prompt=2),
+            )
 
             async def one(call):
                 try:
@@ -203,8 +238,13 @@ def test_an_update_that_fails_midway_fences_the_server_itself():
             served.stub.ApplyUpdate(update, timeout=10)
         assert raised.value.code() == grpc.StatusCode.INTERNAL
         with pytest.raises(grpc.RpcError) as raised:
-            served.stub.Sample(pb.SampleRequest(problems=[pb.Problem(prompt="p")], sampling=pb.SamplingParams(
-                top_p=1, max_new_tokens=1, samples_per_prompt=1)), timeout=10)
+            served.stub.Sample(
+                pb.SampleRequest(
+                    problems=[pb.Problem(prompt="p")],
+                    sampling=pb.SamplingParams(top_p=1, max_new_tokens=1, samples_per_prompt=1),
+                ),
+                timeout=10,
+            )
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "restart it" in raised.value.details()
     finally:

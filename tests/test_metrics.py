@@ -23,8 +23,14 @@ from tests.test_server import BATCH, _task
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(sample.name, tuple(sorted((k, v) for k, v in sample.labels.items() if k not in ("backend", "model")))):
-            sample.value for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (
+            sample.name,
+            tuple(sorted((k, v) for k, v in sample.labels.items() if k not in ("backend", "model"))),
+        ): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_server_metrics_scraped_over_http(tiny_model_dir):
@@ -63,13 +69,24 @@ def test_server_metrics_scraped_over_http(tiny_model_dir):
 
 
 def test_optimizer_metrics_follow_the_run(tmp_path, tiny_model_dir):
-    overrides = [f"model.name={tiny_model_dir}", "iterations=2", "batch_size=2", "eval_every=1", "eval_size=2",
-                 "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=4",
-                 "sampling.temperature=1.0", "es.population=4", "es.sigma=0.05", "fleet.threads_per_server=1"]
+    overrides = [
+        f"model.name={tiny_model_dir}",
+        "iterations=2",
+        "batch_size=2",
+        "eval_every=1",
+        "eval_size=2",
+        "task.evaluator=tests.tiny_model:digit_fraction_reward",
+        "sampling.max_new_tokens=4",
+        "sampling.temperature=1.0",
+        "es.population=4",
+        "es.sigma=0.05",
+        "fleet.threads_per_server=1",
+    ]
     config = load_config(overrides=overrides)
     registry = CollectorRegistry()
-    result = asyncio.run(Trainer(config, RunDirectory.create(tmp_path / "run", config), show_progress=False,
-                                 registry=registry).train())
+    result = asyncio.run(
+        Trainer(config, RunDirectory.create(tmp_path / "run", config), show_progress=False, registry=registry).train()
+    )
     labels = {"task": "synthetic", "model": tiny_model_dir}
     value = lambda name: registry.get_sample_value(name, labels)  # noqa: E731
     assert value("seedcast_optimizer_step") == 2

@@ -37,7 +37,7 @@ def test_same_seed_and_name_give_the_same_noise_and_anything_else_differs():
 def test_noise_is_standard_normal_and_chunks_are_uncorrelated():
     noise = TABLE.noise(7, "w", MULTI_CHUNK)
     assert abs(noise.mean().item()) < 0.01 and abs(noise.std().item() - 1.0) < 0.01
-    chunks = noise[:3 * CHUNK_ENTRIES].view(3, CHUNK_ENTRIES)
+    chunks = noise[: 3 * CHUNK_ENTRIES].view(3, CHUNK_ENTRIES)
     correlations = torch.corrcoef(chunks)
     assert (correlations - torch.eye(3)).abs().max() < 0.02
     other = TABLE.noise(8, "w", MULTI_CHUNK)
@@ -47,10 +47,14 @@ def test_noise_is_standard_normal_and_chunks_are_uncorrelated():
 def test_chunks_are_read_only_views_and_cover_the_tensor_in_order():
     pieces = list(TABLE.chunks(3, "w", MULTI_CHUNK[0]))
     assert [(start, end) for start, end, _ in pieces] == [
-        (0, CHUNK_ENTRIES), (CHUNK_ENTRIES, 2 * CHUNK_ENTRIES), (2 * CHUNK_ENTRIES, 3 * CHUNK_ENTRIES),
-        (3 * CHUNK_ENTRIES, MULTI_CHUNK[0])]
-    assert all(piece.untyped_storage().data_ptr() == TABLE.table().untyped_storage().data_ptr()
-               for _, _, piece in pieces)
+        (0, CHUNK_ENTRIES),
+        (CHUNK_ENTRIES, 2 * CHUNK_ENTRIES),
+        (2 * CHUNK_ENTRIES, 3 * CHUNK_ENTRIES),
+        (3 * CHUNK_ENTRIES, MULTI_CHUNK[0]),
+    ]
+    assert all(
+        piece.untyped_storage().data_ptr() == TABLE.table().untyped_storage().data_ptr() for _, _, piece in pieces
+    )
     assert not TABLE.fresh and GAUSSIAN.fresh
 
 

@@ -47,11 +47,30 @@ def alert_rules() -> list[tuple[str, str]]:
 
 
 def _start_server(model_dir: str, metrics_port: int, ready_file: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--model", model_dir,
-                                "--port", "0", "--threads", "1", "--dtype", "bfloat16",
-                                "--metrics-port", str(metrics_port), "--ready-file", str(ready_file),
-                                "--allow-evaluator", "tests."],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "seedcast.optimizer.cli",
+            "serve",
+            "--model",
+            model_dir,
+            "--port",
+            "0",
+            "--threads",
+            "1",
+            "--dtype",
+            "bfloat16",
+            "--metrics-port",
+            str(metrics_port),
+            "--ready-file",
+            str(ready_file),
+            "--allow-evaluator",
+            "tests.",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not ready_file.exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -73,8 +92,10 @@ def scraped_run(tmp_path_factory, tiny_model_dir):
     prometheus_binary()
     workdir = tmp_path_factory.mktemp("prometheus-live")
     server_metrics = [free_port(), free_port()]
-    servers = [_start_server(tiny_model_dir, port, workdir / f"ready-{index}.json")
-               for index, port in enumerate(server_metrics)]
+    servers = [
+        _start_server(tiny_model_dir, port, workdir / f"ready-{index}.json")
+        for index, port in enumerate(server_metrics)
+    ]
     addresses = [f"127.0.0.1:{json.loads((workdir / f'ready-{i}.json').read_text())['port']}" for i in range(2)]
     registry = CollectorRegistry()
     optimizer_port = start_metrics_server(0, "127.0.0.1", registry)
@@ -82,8 +103,10 @@ def scraped_run(tmp_path_factory, tiny_model_dir):
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     config["rule_files"] = [str(DEPLOY / "prometheus" / "alerts.yml")]
-    targets = {"seedcast-optimizer": [f"127.0.0.1:{optimizer_port}"],
-               "seedcast-servers": [f"127.0.0.1:{port}" for port in server_metrics]}
+    targets = {
+        "seedcast-optimizer": [f"127.0.0.1:{optimizer_port}"],
+        "seedcast-servers": [f"127.0.0.1:{port}" for port in server_metrics],
+    }
     assert {job["job_name"] for job in config["scrape_configs"]} == set(targets)
     for job in config["scrape_configs"]:
         job["static_configs"] = [{"targets": targets[job["job_name"]]}]
@@ -91,10 +114,20 @@ def scraped_run(tmp_path_factory, tiny_model_dir):
     prometheus = PrometheusServer(workdir / "prometheus.yml", workdir)
     try:
         prometheus.wait_for_targets(3)
-        overrides = [f"model.name={tiny_model_dir}", "iterations=3", "batch_size=2", "eval_every=1", "eval_size=2",
-                     "task.evaluator=tests.tiny_model:digit_fraction_reward", "sampling.max_new_tokens=4",
-                     "sampling.temperature=1.0", "es.population=4", "es.sigma=0.05", "fleet.local=0",
-                     f"fleet.servers=[{','.join(addresses)}]"]
+        overrides = [
+            f"model.name={tiny_model_dir}",
+            "iterations=3",
+            "batch_size=2",
+            "eval_every=1",
+            "eval_size=2",
+            "task.evaluator=tests.tiny_model:digit_fraction_reward",
+            "sampling.max_new_tokens=4",
+            "sampling.temperature=1.0",
+            "es.population=4",
+            "es.sigma=0.05",
+            "fleet.local=0",
+            f"fleet.servers=[{','.join(addresses)}]",
+        ]
         run_config = load_config(overrides=overrides)
         run = RunDirectory.create(workdir / "run", run_config)
         asyncio.run(Trainer(run_config, run, show_progress=False, registry=registry).train())

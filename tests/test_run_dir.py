@@ -77,8 +77,15 @@ def test_resume_overrides_apply_on_the_snapshot(tmp_path):
 
 def test_iteration_records_round_trip_and_leave_out_what_was_not_measured(tmp_path):
     run = RunDirectory.create(tmp_path / "run", load_config())
-    es = IterationRecord(iteration=0, step=1, seconds=2.5, reward_mean=0.5, members_ok=4, fingerprint="ab",
-                         phase_seconds={"perturb": 0.1, "generate": 2.0, "score": 0.01, "restore": None})
+    es = IterationRecord(
+        iteration=0,
+        step=1,
+        seconds=2.5,
+        reward_mean=0.5,
+        members_ok=4,
+        fingerprint="ab",
+        phase_seconds={"perturb": 0.1, "generate": 2.0, "score": 0.01, "restore": None},
+    )
     grpo = IterationRecord(iteration=1, step=2, completions=64, peak_rss_bytes=2**30, eval_reward=0.25)
     run.append_metrics(es)
     run.append_metrics(grpo)
@@ -91,8 +98,11 @@ def test_iteration_records_round_trip_and_leave_out_what_was_not_measured(tmp_pa
 
 def test_summaries_written_before_the_peak_had_one_name_still_read(tmp_path):
     run = RunDirectory.create(tmp_path / "run", load_config())
-    (run.path / "summary.json").write_text(json.dumps(
-        {"method": "es", "steps": 3, "wall_seconds": 9.0, "completion_tokens": 12, "server_peak_rss_bytes": 5}))
+    (run.path / "summary.json").write_text(
+        json.dumps(
+            {"method": "es", "steps": 3, "wall_seconds": 9.0, "completion_tokens": 12, "server_peak_rss_bytes": 5}
+        )
+    )
     summary = run.summary()
     assert (summary.peak_rss_bytes, summary.peak_memory_of) == (5, "one ES inference server")
     run.write_summary(RunSummary(method="grpo", steps=1, wall_seconds=1.0, completion_tokens=2, peak_rss_bytes=7))

@@ -12,14 +12,20 @@ from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork
 from seedcast.proto import seedcast_pb2 as pb
 
-BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_reward",
-                       problems=[pb.Problem(prompt="p", reference="r")])
+BATCH = pb.PromptBatch(
+    iteration=0, evaluator="tests.tiny_model:digit_fraction_reward", problems=[pb.Problem(prompt="p", reference="r")]
+)
 
 
 def _work(population: int, mirrored: bool = False) -> IterationWork:
     members = OpenES(population, 0.1, 0.1, mirrored=mirrored).ask(ESState(0))
-    return IterationWork(iteration=0, step=0, batch=BATCH, members=members,
-                         sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1))
+    return IterationWork(
+        iteration=0,
+        step=0,
+        batch=BATCH,
+        members=members,
+        sampling=pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1),
+    )
 
 
 @asynccontextmanager
@@ -40,6 +46,7 @@ def test_a_faster_server_takes_more_members():
     async def main():
         async with _fleet([0.005, 0.06]) as (_, clients):
             return await FleetScheduler(list(clients)).run_iteration(_work(24)), [c.address for c in clients]
+
     reports, (fast, slow) = asyncio.run(main())
     assert sorted(reports) == list(range(24))
     taken = {address: sum(r.server == address for r in reports.values()) for address in (fast, slow)}
@@ -58,6 +65,7 @@ def test_a_server_lost_mid_iteration_has_its_member_reassigned():
 
             reports, _ = await asyncio.gather(scheduler.run_iteration(_work(10)), kill_slow_server())
             return reports, scheduler, clients[0].address
+
     reports, scheduler, survivor = asyncio.run(main())
     assert sorted(reports) == list(range(10))
     assert scheduler.members_reassigned >= 1
@@ -68,11 +76,13 @@ def test_a_server_lost_mid_iteration_has_its_member_reassigned():
 def test_quorum_closes_an_iteration_without_waiting_for_a_straggler():
     async def main():
         async with _fleet([0.01, 3.0]) as (_, clients):
-            scheduler = FleetScheduler(list(clients), Deadlines(member_seconds=None, quorum=0.75,
-                                                                iteration_seconds=0.5))
+            scheduler = FleetScheduler(
+                list(clients), Deadlines(member_seconds=None, quorum=0.75, iteration_seconds=0.5)
+            )
             started = asyncio.get_running_loop().time()
             reports = await scheduler.run_iteration(_work(16))
             return reports, scheduler, asyncio.get_running_loop().time() - started
+
     reports, scheduler, elapsed = asyncio.run(main())
     assert len(reports) >= 12  # 75% of 16
     assert scheduler.members_dropped == 1  # the straggler's member, abandoned in flight
@@ -84,6 +94,7 @@ def test_member_deadline_reassigns_a_stalled_servers_member():
         async with _fleet([0.01, 5.0]) as (_, clients):
             scheduler = FleetScheduler(list(clients), Deadlines(member_seconds=0.5))
             return await scheduler.run_iteration(_work(6)), scheduler, clients[0].address
+
     reports, scheduler, fast = asyncio.run(main())
     assert sorted(reports) == list(range(6)) and all(r.server == fast for r in reports.values())
     assert scheduler.members_reassigned == 1 and scheduler.members_dropped == 1
@@ -93,6 +104,7 @@ def test_mirrored_pairs_stay_on_one_server_and_the_tail_is_shared():
     async def main():
         async with _fleet([0.01, 0.01, 0.01]) as (_, clients):
             return await FleetScheduler(list(clients)).run_iteration(_work(12, mirrored=True))
+
     reports = asyncio.run(main())
     assert sorted(reports) == list(range(12))
     same = sum(reports[2 * k].server == reports[2 * k + 1].server for k in range(6))
@@ -111,6 +123,7 @@ def test_a_lost_server_gives_back_its_claimed_partner():
 
             reports, _ = await asyncio.gather(scheduler.run_iteration(_work(8, mirrored=True)), kill_slow_server())
             return reports, clients[0].address
+
     reports, survivor = asyncio.run(main())
     assert sorted(reports) == list(range(8))
     assert all(r.server == survivor and r.error is None for r in reports.values())
@@ -152,6 +165,7 @@ def test_a_server_lost_while_holding_several_members_gives_them_all_back():
 
             reports, _ = await asyncio.gather(scheduler.run_iteration(_work(3000)), stop_second_server())
             return reports, scheduler, clients[0].address
+
     reports, scheduler, survivor = asyncio.run(main())
     assert sorted(reports) == list(range(3000))
     assert all(r.error is None for r in reports.values())

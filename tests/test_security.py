@@ -28,22 +28,38 @@ def pki(tmp_path_factory):
     token_file.write_text(TOKEN + "\n")
     wrong_token = directory / "wrong-token"
     wrong_token.write_text("not-the-right-token-at-all\n")
-    return {"ca": ca, "server": ca.issue("server", server=True), "client": ca.issue("client", server=False),
-            "rogue_client": rogue.issue("rogue-client", server=False), "token": token_file, "wrong_token": wrong_token}
+    return {
+        "ca": ca,
+        "server": ca.issue("server", server=True),
+        "client": ca.issue("client", server=False),
+        "rogue_client": rogue.issue("rogue-client", server=False),
+        "token": token_file,
+        "wrong_token": wrong_token,
+    }
 
 
 def _server_security(pki) -> ServerSecurity:
-    return ServerSecurity.from_files(str(pki["server"].cert), str(pki["server"].key), str(pki["ca"].files.cert),
-                                     str(pki["token"]), "127.0.0.1", insecure=False)
+    return ServerSecurity.from_files(
+        str(pki["server"].cert),
+        str(pki["server"].key),
+        str(pki["ca"].files.cert),
+        str(pki["token"]),
+        "127.0.0.1",
+        insecure=False,
+    )
 
 
 def _client(pki, port, *, client="client", token="token", tls=True) -> ServerClient:
     if not tls:
         return ServerClient(f"127.0.0.1:{port}", ClientSecurity.from_files(token_file=str(pki[token])))
     issued = pki[client] if client else None
-    security = ClientSecurity.from_files(str(pki["ca"].files.cert), str(issued.cert) if issued else None,
-                                         str(issued.key) if issued else None, None,
-                                         str(pki[token]) if token else None)
+    security = ClientSecurity.from_files(
+        str(pki["ca"].files.cert),
+        str(issued.cert) if issued else None,
+        str(issued.key) if issued else None,
+        None,
+        str(pki[token]) if token else None,
+    )
     return ServerClient(f"127.0.0.1:{port}", security)
 
 
@@ -56,6 +72,7 @@ def _with_secure_server(pki, scenario):
             return await scenario(running.port, backend)
         finally:
             await running.stop(0)
+
     return asyncio.run(main())
 
 
@@ -69,23 +86,28 @@ async def _update(client: ServerClient) -> pb.UpdateReply:
 def test_right_certificate_and_token_work(pki):
     async def scenario(port, backend):
         return await _update(_client(pki, port)), backend.fingerprint()
+
     reply, fingerprint = _with_secure_server(pki, scenario)
     assert reply.step == 1 and reply.weights_fingerprint == fingerprint
 
 
-@pytest.mark.parametrize(("kind", "expected"), [
-    ({"token": None}, grpc.StatusCode.UNAUTHENTICATED),
-    ({"token": "wrong_token"}, grpc.StatusCode.UNAUTHENTICATED),
-    ({"client": "rogue_client"}, grpc.StatusCode.UNAVAILABLE),   # handshake refused: unknown client CA
-    ({"client": None}, grpc.StatusCode.UNAVAILABLE),             # handshake refused: no client certificate
-    ({"tls": False}, grpc.StatusCode.UNAVAILABLE),               # plaintext against a TLS port
-])
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ({"token": None}, grpc.StatusCode.UNAUTHENTICATED),
+        ({"token": "wrong_token"}, grpc.StatusCode.UNAUTHENTICATED),
+        ({"client": "rogue_client"}, grpc.StatusCode.UNAVAILABLE),  # handshake refused: unknown client CA
+        ({"client": None}, grpc.StatusCode.UNAVAILABLE),  # handshake refused: no client certificate
+        ({"tls": False}, grpc.StatusCode.UNAVAILABLE),  # plaintext against a TLS port
+    ],
+)
 def test_wrong_credentials_are_refused_and_weights_unchanged(pki, kind, expected):
     async def scenario(port, backend):
         before = backend.fingerprint()
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await _update(_client(pki, port, **kind))
         return raised.value.code(), before, backend.fingerprint()
+
     code, before, after = _with_secure_server(pki, scenario)
     assert code == expected
     assert before == after
@@ -97,11 +119,13 @@ def test_evaluate_stream_needs_the_token(pki):
         stream = client.evaluate_stream()
         # The refusal may arrive before the write completes or only at the read: either raises it.
         with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await stream.write(pb.EvaluateRequest(batch=pb.PromptBatch(problems=[pb.Problem(prompt="p")],
-                                                                       evaluator="synthetic")))
+            await stream.write(
+                pb.EvaluateRequest(batch=pb.PromptBatch(problems=[pb.Problem(prompt="p")], evaluator="synthetic"))
+            )
             await stream.read()
         await client.close()
         return raised.value.code()
+
     assert _with_secure_server(pki, scenario) == grpc.StatusCode.UNAUTHENTICATED
 
 
@@ -111,6 +135,7 @@ def test_health_needs_no_token_but_tls(pki):
         answer = await health_pb2_grpc.HealthStub(client.channel).Check(health_pb2.HealthCheckRequest())
         await client.close()
         return answer.status
+
     assert _with_secure_server(pki, scenario) == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -121,6 +146,7 @@ def test_token_never_reaches_logs(pki, caplog):
         await _update(_client(pki, port))
         with pytest.raises(grpc.aio.AioRpcError):
             await _update(_client(pki, port, token="wrong_token"))
+
     _with_secure_server(pki, scenario)
     assert TOKEN not in caplog.text and "not-the-right-token" not in caplog.text
 

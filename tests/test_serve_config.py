@@ -61,8 +61,9 @@ def test_each_backend_receives_only_its_options():
 
 
 def test_local_servers_get_the_runs_model_noise_and_evaluator(tmp_path):
-    config = load_config(overrides=["es.noise=table", "fleet.pair_cache=true", "fleet.local=2",
-                                    "fleet.local_metrics_port=9100"])
+    config = load_config(
+        overrides=["es.noise=table", "fleet.pair_cache=true", "fleet.local=2", "fleet.local_metrics_port=9100"]
+    )
     fleet = LocalFleet(config, tmp_path)
     written = tmp_path / "server-1.yaml"
     write_serve_config(fleet.serve_config(1), written)

@@ -16,14 +16,24 @@ from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 
 SAMPLING = pb.SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=6, samples_per_prompt=1, seed=1)
-BATCH = pb.PromptBatch(iteration=0, evaluator="tests.tiny_model:digit_fraction_reward",
-                       problems=[pb.Problem(prompt="What is 1 + 1?", reference="2"),
-                                 pb.Problem(prompt="What is 2 + 3?", reference="5")])
+BATCH = pb.PromptBatch(
+    iteration=0,
+    evaluator="tests.tiny_model:digit_fraction_reward",
+    problems=[pb.Problem(prompt="What is 1 + 1?", reference="2"), pb.Problem(prompt="What is 2 + 3?", reference="5")],
+)
 
 
 def _task(**overrides) -> pb.EvaluateRequest:
-    fields = {"iteration": 0, "member": 0, "seed": 11, "sign": 1, "sigma": 0.01, "sampling": SAMPLING,
-              "expected_step": 0, **overrides}
+    fields = {
+        "iteration": 0,
+        "member": 0,
+        "seed": 11,
+        "sign": 1,
+        "sigma": 0.01,
+        "sampling": SAMPLING,
+        "expected_step": 0,
+        **overrides,
+    }
     return pb.EvaluateRequest(task=pb.MemberTask(**fields))
 
 
@@ -34,6 +44,7 @@ def backend(tiny_model_dir):
 
 def with_server(backend, scenario):
     """Run `scenario(stub, channel, running)` against a fresh server on a free loopback port."""
+
     async def main():
         running = await start_server(backend, "127.0.0.1", 0)
         try:
@@ -41,15 +52,18 @@ def with_server(backend, scenario):
                 return await scenario(pb_grpc.InferenceServerStub(channel), channel, running)
         finally:
             await running.stop(0.5)
+
     return asyncio.run(main())
 
 
 def test_health_and_state(backend):
     async def scenario(stub, channel, running):
         health = await health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service="seedcast.v1.InferenceServer"))
+            health_pb2.HealthCheckRequest(service="seedcast.v1.InferenceServer")
+        )
         state = await stub.GetState(pb.StateRequest())
         return health.status, state
+
     status, state = with_server(backend, scenario)
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert state.step == 0 and state.backend == "hf" and state.dtype == "bfloat16"
@@ -66,6 +80,7 @@ def test_evaluate_stream_answers_each_task_in_order(backend):
             answers.append(await call.read())
         await call.done_writing()
         return answers
+
     before = backend.fingerprint()
     answers = with_server(backend, scenario)
     assert [a.result.member for a in answers] == [0, 1, 2]
@@ -91,6 +106,7 @@ def test_several_members_in_one_message_are_answered_in_one_message_in_order(bac
             singles.append(await call.read())
         await call.done_writing()
         return together, singles
+
     together, singles = with_server(backend, scenario)
     assert together.WhichOneof("kind") == "batch"
     assert [a.result.member for a in together.batch.responses] == [0, 1, 2]
@@ -103,10 +119,16 @@ def test_same_task_gives_same_rewards(backend):
         await call.write(pb.EvaluateRequest(batch=BATCH))
         results = []
         for _ in range(2):
-            await call.write(_task(sampling=pb.SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=6,
-                                                              samples_per_prompt=2, seed=5)))
+            await call.write(
+                _task(
+                    sampling=pb.SamplingParams(
+                        temperature=1.0, top_p=0.9, max_new_tokens=6, samples_per_prompt=2, seed=5
+                    )
+                )
+            )
             results.append(list((await call.read()).result.rewards))
         return results
+
     first, second = with_server(backend, scenario)
     assert first == second
 
@@ -117,10 +139,17 @@ def test_summary_only_results_carry_the_same_mean_and_no_per_prompt_values(backe
         await call.write(pb.EvaluateRequest(batch=BATCH))
         results = []
         for summary_only in (False, True):
-            await call.write(_task(summary_only=summary_only, sampling=pb.SamplingParams(
-                temperature=1.0, top_p=1.0, max_new_tokens=6, samples_per_prompt=2, seed=3)))
+            await call.write(
+                _task(
+                    summary_only=summary_only,
+                    sampling=pb.SamplingParams(
+                        temperature=1.0, top_p=1.0, max_new_tokens=6, samples_per_prompt=2, seed=3
+                    ),
+                )
+            )
             results.append((await call.read()).result)
         return results
+
     full, summary = with_server(backend, scenario)
     assert len(full.rewards) == 2 and not summary.rewards and not summary.completion_tokens
     scored = [r for r in full.rewards if not math.isnan(r)]
@@ -138,6 +167,7 @@ def _expect_status(backend, requests, code, fragment):
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await call.read()
         return raised.value
+
     before = backend.fingerprint()
     error = with_server(backend, scenario)
     assert error.code() == code, error.details()
@@ -145,29 +175,54 @@ def _expect_status(backend, requests, code, fragment):
     assert backend.fingerprint() == before
 
 
-@pytest.mark.parametrize(("requests", "code", "fragment"), [
-    ([_task()], grpc.StatusCode.FAILED_PRECONDITION, "before any PromptBatch"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(sigma=math.nan)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(sigma=-1.0)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(sign=0)], grpc.StatusCode.INVALID_ARGUMENT, "sign"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(iteration=4)], grpc.StatusCode.FAILED_PRECONDITION, "iteration"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(expected_step=3)], grpc.StatusCode.FAILED_PRECONDITION, "step"),
-    ([pb.EvaluateRequest(batch=BATCH), _task(sampling=pb.SamplingParams(max_new_tokens=0, top_p=1,
-                                                                          samples_per_prompt=1))],
-     grpc.StatusCode.INVALID_ARGUMENT, "max_new_tokens"),
-    ([pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, evaluator="gsm8k"))],
-     grpc.StatusCode.INVALID_ARGUMENT, "problems must not be empty"),
-    ([pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, evaluator="nope", problems=BATCH.problems))],
-     grpc.StatusCode.INVALID_ARGUMENT, "unknown evaluator"),
-    ([pb.EvaluateRequest()], grpc.StatusCode.INVALID_ARGUMENT, "neither batch, task nor tasks"),
-    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks())],
-     grpc.StatusCode.INVALID_ARGUMENT, "MemberTasks must hold 1 to 256 tasks, got 0"),
-    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task] * 257))],
-     grpc.StatusCode.INVALID_ARGUMENT, "got 257"),
-    ([pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task,
-                                                                                      _task(sign=0).task]))],
-     grpc.StatusCode.INVALID_ARGUMENT, "sign"),
-])
+@pytest.mark.parametrize(
+    ("requests", "code", "fragment"),
+    [
+        ([_task()], grpc.StatusCode.FAILED_PRECONDITION, "before any PromptBatch"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(sigma=math.nan)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(sigma=-1.0)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(sign=0)], grpc.StatusCode.INVALID_ARGUMENT, "sign"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(iteration=4)], grpc.StatusCode.FAILED_PRECONDITION, "iteration"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(expected_step=3)], grpc.StatusCode.FAILED_PRECONDITION, "step"),
+        (
+            [
+                pb.EvaluateRequest(batch=BATCH),
+                _task(sampling=pb.SamplingParams(max_new_tokens=0, top_p=1, samples_per_prompt=1)),
+            ],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "max_new_tokens",
+        ),
+        (
+            [pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, evaluator="gsm8k"))],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "problems must not be empty",
+        ),
+        (
+            [pb.EvaluateRequest(batch=pb.PromptBatch(iteration=0, evaluator="nope", problems=BATCH.problems))],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "unknown evaluator",
+        ),
+        ([pb.EvaluateRequest()], grpc.StatusCode.INVALID_ARGUMENT, "neither batch, task nor tasks"),
+        (
+            [pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks())],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "MemberTasks must hold 1 to 256 tasks, got 0",
+        ),
+        (
+            [pb.EvaluateRequest(batch=BATCH), pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task] * 257))],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "got 257",
+        ),
+        (
+            [
+                pb.EvaluateRequest(batch=BATCH),
+                pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[_task().task, _task(sign=0).task])),
+            ],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "sign",
+        ),
+    ],
+)
 def test_bad_evaluate_requests_are_refused(backend, requests, code, fragment):
     _expect_status(backend, requests, code, fragment)
 
@@ -182,6 +237,7 @@ def test_raising_evaluator_fails_the_member_only(backend):
         await call.write(pb.EvaluateRequest(batch=BATCH))
         await call.write(_task(member=1))
         return failed, await call.read()
+
     before = backend.fingerprint()
     failed, ok = with_server(backend, scenario)
     assert failed.HasField("failure") and "always fails" in failed.failure.error
@@ -192,19 +248,26 @@ def test_raising_evaluator_fails_the_member_only(backend):
 def test_updates_must_be_in_order_and_finite(backend):
     async def scenario(stub, channel, running):
         errors = []
-        for request in (pb.UpdateRequest(step=2, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)]),
-                        pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=math.inf)]),
-                        pb.UpdateRequest(step=1, sigma=0.0, terms=[])):
+        for request in (
+            pb.UpdateRequest(step=2, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)]),
+            pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=math.inf)]),
+            pb.UpdateRequest(step=1, sigma=0.0, terms=[]),
+        ):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.ApplyUpdate(request)
             errors.append(raised.value.code())
         state_before = await stub.GetState(pb.StateRequest())
-        reply = await stub.ApplyUpdate(pb.UpdateRequest(step=1, sigma=0.01,
-                                                        terms=[pb.SeedCoefficient(seed=1, coeff=0.01)]))
+        reply = await stub.ApplyUpdate(
+            pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)])
+        )
         return errors, state_before, reply
+
     errors, state_before, reply = with_server(backend, scenario)
-    assert errors == [grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
-                      grpc.StatusCode.INVALID_ARGUMENT]
+    assert errors == [
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.INVALID_ARGUMENT,
+    ]
     assert state_before.step == 0
     assert reply.step == 1 and reply.weights_fingerprint != state_before.weights_fingerprint
     assert reply.weights_fingerprint == backend.fingerprint()
@@ -212,9 +275,14 @@ def test_updates_must_be_in_order_and_finite(backend):
 
 def test_sample_scores_n_completions(backend):
     async def scenario(stub, channel, running):
-        return await stub.Sample(pb.SampleRequest(
-            problems=BATCH.problems, evaluator="tests.tiny_model:digit_fraction_reward",
-            sampling=pb.SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=5, samples_per_prompt=3, seed=2)))
+        return await stub.Sample(
+            pb.SampleRequest(
+                problems=BATCH.problems,
+                evaluator="tests.tiny_model:digit_fraction_reward",
+                sampling=pb.SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=5, samples_per_prompt=3, seed=2),
+            )
+        )
+
     reply = with_server(backend, scenario)
     assert len(reply.problems) == 2
     for problem in reply.problems:
@@ -240,4 +308,5 @@ def test_unlisted_custom_evaluators_are_refused(backend):
                 return outcomes
         finally:
             await running.stop(0)
+
     assert asyncio.run(main()) == [grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED, "ok"]

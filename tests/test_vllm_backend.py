@@ -51,13 +51,20 @@ def greedy_logprobs(backend, prompts=PROMPTS, tokens: int = 6) -> list[list[tupl
     every weight, including the packed linear ones that cannot be read back."""
     from vllm import SamplingParams
 
-    requests = [{"prompt_token_ids": backend.tokenizer(text, add_special_tokens=False)["input_ids"]}
-                for text in backend.chat_texts(prompts)]
+    requests = [
+        {"prompt_token_ids": backend.tokenizer(text, add_special_tokens=False)["input_ids"]}
+        for text in backend.chat_texts(prompts)
+    ]
     params = SamplingParams(temperature=0.0, max_tokens=tokens, logprobs=0, ignore_eos=True)
     backend.sync_weights()  # the engine is driven directly here, past the backend's own generate()
     outputs = backend.llm.generate(requests, params, use_tqdm=False)
-    return [[(token, step[token].logprob) for token, step in zip(o.outputs[0].token_ids, o.outputs[0].logprobs,
-                                                                  strict=True)] for o in outputs]
+    return [
+        [
+            (token, step[token].logprob)
+            for token, step in zip(o.outputs[0].token_ids, o.outputs[0].logprobs, strict=True)
+        ]
+        for o in outputs
+    ]
 
 
 def engine_weights(backend) -> dict[str, torch.Tensor]:
@@ -120,19 +127,22 @@ def _assert_fused_tensors_are_perturbed_hf_pieces(engine) -> None:
     finally:
         engine.restore()
     layer = "model.layers.1"
-    fused = {f"{layer}.self_attn.qkv_proj.weight": ["q_proj", "k_proj", "v_proj"],
-             f"{layer}.mlp.gate_up_proj.weight": ["gate_proj", "up_proj"]}
+    fused = {
+        f"{layer}.self_attn.qkv_proj.weight": ["q_proj", "k_proj", "v_proj"],
+        f"{layer}.mlp.gate_up_proj.weight": ["gate_proj", "up_proj"],
+    }
     for fused_name, pieces in fused.items():
         module = fused_name.split(".")[-3]
-        expected = torch.cat([_perturbed_hf_piece(engine, f"{layer}.{module}.{piece}.weight", 5, -1)
-                              for piece in pieces])
+        expected = torch.cat(
+            [_perturbed_hf_piece(engine, f"{layer}.{module}.{piece}.weight", 5, -1) for piece in pieces]
+        )
         assert torch.equal(weights[fused_name], expected)
     for name in (f"{layer}.self_attn.o_proj.weight", f"{layer}.input_layernorm.weight"):
         assert torch.equal(weights[name], _perturbed_hf_piece(engine, name, 5, -1))
     name = "model.embed_tokens.weight"
     expected = _perturbed_hf_piece(engine, name, 5, -1)
-    assert torch.equal(weights[name][:expected.shape[0]], expected)  # vLLM pads the vocabulary with zeros
-    assert not weights[name][expected.shape[0]:].any()
+    assert torch.equal(weights[name][: expected.shape[0]], expected)  # vLLM pads the vocabulary with zeros
+    assert not weights[name][expected.shape[0] :].any()
 
 
 def test_a_perturbation_after_a_deferred_restore_leaves_no_trace(engine):
@@ -223,7 +233,7 @@ def _hf_logprobs(hf, prompt: str, tokens: list[int]) -> list[float]:
     prompt_ids = hf.tokenizer(hf.chat_texts([prompt])[0], add_special_tokens=False, return_tensors="pt")["input_ids"]
     sequence = torch.cat([prompt_ids, torch.tensor([tokens])], dim=1)
     with torch.inference_mode():
-        logits = hf.model(input_ids=sequence).logits[0, prompt_ids.shape[1] - 1:-1].float()
+        logits = hf.model(input_ids=sequence).logits[0, prompt_ids.shape[1] - 1 : -1].float()
     log_probs = torch.log_softmax(logits, dim=-1)
     return [float(log_probs[i, token]) for i, token in enumerate(tokens)]
 

@@ -33,11 +33,11 @@ def vllm_model_dir(tmp_path_factory) -> str:
 def test_three_iterations_on_two_vllm_servers_export_through_the_hf_replay(tmp_path, vllm_model_dir):
     overrides = _overrides(vllm_model_dir, **{"model.backend": "vllm", "iterations": 3, "eval_every": 0})
     run, result = _train(tmp_path / "run", overrides)
-    rows = [r for r in result.metrics if r["iteration"] >= 0]
-    assert [r["iteration"] for r in rows] == [0, 1, 2]
-    assert all(r["members_ok"] == 4 and r["members_failed"] == 0 for r in rows)
-    assert all(r["update_terms"] > 0 and r["completion_tokens"] > 0 for r in rows)
-    logs = {p.name: p.read_text() for p in run.logs_path.iterdir()}
+    rows = [r for r in result.metrics if r.iteration >= 0]
+    assert [r.iteration for r in rows] == [0, 1, 2]
+    assert all(r.members_ok == 4 and r.members_failed == 0 for r in rows)
+    assert all(r.update_terms > 0 and r.completion_tokens > 0 for r in rows)
+    logs = {p.name: p.read_text() for p in run.logs_path.glob("*.log")}
     assert sorted(logs) == ["server-0.log", "server-1.log"]
     assert all("vllm" in text for text in logs.values())  # these really were vLLM servers
     out = tmp_path / "exported"
@@ -51,8 +51,9 @@ def test_three_iterations_on_two_vllm_servers_export_through_the_hf_replay(tmp_p
 
 def test_vllm_metrics_are_served_next_to_seedcast_metrics(tmp_path, vllm_model_dir):
     metrics_port = free_port()
-    server = ServerProcess(vllm_model_dir, tmp_path, "vllm", ("--backend", "vllm", "--metrics-port",
-                                                               str(metrics_port))).start()
+    server = ServerProcess(
+        vllm_model_dir, tmp_path, "vllm", ("--backend", "vllm", "--metrics-port", str(metrics_port))
+    ).start()
     try:
         with grpc.insecure_channel(server.address) as channel:
             stub = pb_grpc.InferenceServerStub(channel)

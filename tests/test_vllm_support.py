@@ -37,8 +37,9 @@ def test_pair_cache_is_refused_before_anything_loads(tiny_model_dir, capsys):
 
 
 def _fake_vllm(*architectures: str) -> SimpleNamespace:
-    return SimpleNamespace(__version__="0.32.0",
-                           ModelRegistry=SimpleNamespace(get_supported_archs=lambda: set(architectures)))
+    return SimpleNamespace(
+        __version__="0.32.0", ModelRegistry=SimpleNamespace(get_supported_archs=lambda: set(architectures))
+    )
 
 
 def test_unmappable_architecture_is_named(tmp_path):

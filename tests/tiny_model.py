@@ -21,8 +21,9 @@ CORPUS = [
 ]
 
 
-def build_tiny_model(path: Path, seed: int = 0, hidden_size: int = 32, layers: int = 2, heads: int = 4,
-                     kv_heads: int = 2) -> Path:
+def build_tiny_model(
+    path: Path, seed: int = 0, hidden_size: int = 32, layers: int = 2, heads: int = 4, kv_heads: int = 2
+) -> Path:
     """Write a random LlamaForCausalLM (tied embeddings) and its tokenizer to `path`; returns `path`.
 
     vLLM's CPU attention needs head_dim = hidden_size / heads ≥ 64.
@@ -35,16 +36,33 @@ def build_tiny_model(path: Path, seed: int = 0, hidden_size: int = 32, layers: i
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
     special = ["<unk>", "<|im_start|>", "<|im_end|>"]
-    raw.train_from_iterator(CORPUS * 4, trainers.BpeTrainer(vocab_size=400, special_tokens=special,
-                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>", bos_token="<|im_start|>",
-                                        eos_token="<|im_end|>", pad_token="<|im_end|>")
+    raw.train_from_iterator(
+        CORPUS * 4,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        unk_token="<unk>",
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                         max_position_embeddings=256, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     path.mkdir(parents=True, exist_ok=True)

@@ -71,8 +71,9 @@ class Backend(Protocol):
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += sum(coeff * noise(seed)) in float32, then re-cast the inference weights."""
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
-                 with_entropy: bool = False) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+    ) -> list[list[Completion]]:
         """For each user prompt, `sampling.samples_per_prompt` completions (chat template applied);
         with `with_entropy`, each completion's mean token entropy too."""
 

@@ -40,8 +40,16 @@ class HFBackend:
     name = "hf"
     supports_entropy = True
 
-    def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
-                 max_batch: int = 256, pair_cache: bool = False, noise: str = "gaussian") -> None:
+    def __init__(
+        self,
+        model: str,
+        device: str = "auto",
+        dtype: str = "auto",
+        threads: int | None = None,
+        max_batch: int = 256,
+        pair_cache: bool = False,
+        noise: str = "gaussian",
+    ) -> None:
         self.noise = noise_source(noise)  # first: an unknown kind fails before the model loads
         if threads:
             torch.set_num_threads(threads)
@@ -69,8 +77,8 @@ class HFBackend:
         # costs a copy instead of a second noise draw (one more inference-dtype copy of the weights).
         self.pair_cache = pair_cache
         self._mirror: dict[str, torch.Tensor] = (
-            {name: torch.empty_like(param) for name, param in self.params.items()}
-            if pair_cache else {})
+            {name: torch.empty_like(param) for name, param in self.params.items()} if pair_cache else {}
+        )
         self._mirror_key: tuple[int, float, int] | None = None  # (seed, σ, sign) the cache holds
         self.pair_cache_hits = 0
         self._sync_inference_weights()
@@ -138,9 +146,12 @@ class HFBackend:
     def info(self) -> BackendInfo:
         """What this backend holds."""
         return BackendInfo(
-            model=self.model_spec, backend=self.name, device=str(self.device),
+            model=self.model_spec,
+            backend=self.name,
+            device=str(self.device),
             dtype=str(self.dtype).removeprefix("torch."),
-            parameters=sum(t.numel() for t in self.master.values()), noise=self.noise.kind,
+            parameters=sum(t.numel() for t in self.master.values()),
+            noise=self.noise.kind,
         )
 
     # ----- generation ----------------------------------------------------------------------
@@ -148,17 +159,18 @@ class HFBackend:
         """Wrap each user prompt in the model's chat template (plain text when it has none)."""
         return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
-                 with_entropy: bool = False) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+    ) -> list[list[Completion]]:
         """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows."""
         self.sync_weights()
         texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(sampling.samples_per_prompt)]
         torch.manual_seed(sampling.seed)
         completions: list[Completion] = []
         for start in range(0, len(texts), self.max_batch):
-            completions.extend(self._generate_chunk(texts[start:start + self.max_batch], sampling, with_entropy))
+            completions.extend(self._generate_chunk(texts[start : start + self.max_batch], sampling, with_entropy))
         n = sampling.samples_per_prompt
-        return [completions[i * n:(i + 1) * n] for i in range(len(prompts))]
+        return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def _generate_chunk(self, texts: list[str], sampling: Sampling, with_entropy: bool = False) -> list[Completion]:
         encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
@@ -177,24 +189,29 @@ class HFBackend:
         prompt_length = encoded["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
         lengths = [row.index(eos) + 1 if eos in row else len(row) for row in output[:, prompt_length:].tolist()]
-        entropies = (self.completion_entropies(output, encoded["attention_mask"], lengths) if with_entropy
-                     else [None] * len(lengths))
+        entropies = (
+            self.completion_entropies(output, encoded["attention_mask"], lengths)
+            if with_entropy
+            else [None] * len(lengths)
+        )
         results = []
         for row, length, entropy in zip(output[:, prompt_length:].tolist(), lengths, entropies, strict=True):
             text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
             results.append(Completion(text=text, tokens=length, truncated=eos not in row, mean_entropy=entropy))
         return results
 
-    def completion_entropies(self, sequences: torch.Tensor, prompt_mask: torch.Tensor, lengths: list[int],
-                             micro_batch: int = 4) -> list[float]:
+    def completion_entropies(
+        self, sequences: torch.Tensor, prompt_mask: torch.Tensor, lengths: list[int], micro_batch: int = 4
+    ) -> list[float]:
         """Mean over each completion's tokens of the entropy (nats) of the full next-token distribution.
 
         One forward pass over prompt + completion, at temperature 1 and before any top-p truncation, so
         it measures the policy itself rather than the sampler. Micro-batches bound the logits' memory.
         """
         prompt_length = prompt_mask.shape[1]
-        completion_mask = torch.zeros(sequences.shape[0], sequences.shape[1] - prompt_length, dtype=prompt_mask.dtype,
-                                      device=prompt_mask.device)
+        completion_mask = torch.zeros(
+            sequences.shape[0], sequences.shape[1] - prompt_length, dtype=prompt_mask.dtype, device=prompt_mask.device
+        )
         for row, length in enumerate(lengths):
             completion_mask[row, :length] = 1
         attention = torch.cat([prompt_mask, completion_mask], dim=1)
@@ -204,7 +221,7 @@ class HFBackend:
                 stop = start + micro_batch
                 logits = self.model(input_ids=sequences[start:stop], attention_mask=attention[start:stop]).logits
                 # The distribution of completion token j sits at position prompt_length + j - 1.
-                logits = logits[:, prompt_length - 1:-1].float()
+                logits = logits[:, prompt_length - 1 : -1].float()
                 log_probs = torch.log_softmax(logits, dim=-1)
                 entropy = -(log_probs.exp() * log_probs).sum(-1)  # (batch, completion positions)
                 for offset, length in enumerate(lengths[start:stop]):

@@ -40,8 +40,9 @@ class SimulatedLatencyTestBackend:
     def apply_update(self, terms: list[tuple[int, float]]) -> None:
         apply_update_terms(self.master, terms, threads=1, source=self.noise)
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
-                 with_entropy: bool = False) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+    ) -> list[list[Completion]]:
         time.sleep(self.latency_seconds)
         text = str(abs(self.active_seed or 0) % 97)
         completion = Completion(text=text, tokens=1, truncated=False, mean_entropy=0.0 if with_entropy else None)
@@ -51,5 +52,6 @@ class SimulatedLatencyTestBackend:
         return weights_fingerprint(self.master)
 
     def info(self) -> BackendInfo:
-        return BackendInfo(model="simulated", backend=self.name, device="none", dtype="float32", parameters=8,
-                           noise=self.noise.kind)
+        return BackendInfo(
+            model="simulated", backend=self.name, device="none", dtype="float32", parameters=8, noise=self.noise.kind
+        )

@@ -50,15 +50,27 @@ class VLLMBackend:
     name = "vllm"
     supports_entropy = False
 
-    def __init__(self, model: str, device: str = "auto", dtype: str = "auto", threads: int | None = None,
-                 pair_cache: bool = False, cpu_cores: str | None = None, kv_cache_gib: float = 1.0,
-                 gpu_memory_utilization: float | None = None, tensor_parallel_size: int = 1,
-                 max_model_len: int | None = None, enforce_eager: bool = False,
-                 reset_prefix_cache: bool = True, noise: str = "gaussian") -> None:
+    def __init__(
+        self,
+        model: str,
+        device: str = "auto",
+        dtype: str = "auto",
+        threads: int | None = None,
+        pair_cache: bool = False,
+        cpu_cores: str | None = None,
+        kv_cache_gib: float = 1.0,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        reset_prefix_cache: bool = True,
+        noise: str = "gaussian",
+    ) -> None:
         self.noise = noise_source(noise).kind  # an unknown kind fails before vLLM starts
         if pair_cache:
-            raise BackendUnavailableError("--pair-cache is a feature of the hf backend; the vllm backend does not "
-                                          "support it")
+            raise BackendUnavailableError(
+                "--pair-cache is a feature of the hf backend; the vllm backend does not support it"
+            )
         vllm = import_vllm()
         from transformers import AutoTokenizer
 
@@ -87,16 +99,21 @@ class VLLMBackend:
             engine_options["max_model_len"] = max_model_len
         self.reset_prefix_cache = reset_prefix_cache  # False only in the test that shows why it is needed
         self.llm = vllm.LLM(
-            model=self.location, tokenizer=self.location, dtype=str(self.dtype).removeprefix("torch."), seed=0,
+            model=self.location,
+            tokenizer=self.location,
+            dtype=str(self.dtype).removeprefix("torch."),
+            seed=0,
             tensor_parallel_size=tensor_parallel_size,
             distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
             # On CPU the GEMM handles are re-packed after each write; a compiled graph could hold old ones.
             enforce_eager=True if on_cpu else bool(enforce_eager),
-            worker_extension_cls=WORKER_EXTENSION, enable_prefix_caching=True, disable_log_stats=False,
-            **engine_options)
+            worker_extension_cls=WORKER_EXTENSION,
+            enable_prefix_caching=True,
+            disable_log_stats=False,
+            **engine_options,
+        )
         self._sampling_params = vllm.SamplingParams
-        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads,
-                                                                  self.noise))
+        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads, self.noise))
         self.parameters = replies[0]["parameters"]
         self.weight_path = replies[0]["weight_path"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.location)
@@ -151,32 +168,51 @@ class VLLMBackend:
 
     def info(self) -> BackendInfo:
         """What this backend holds."""
-        return BackendInfo(model=self.model_spec, backend=self.name, device=str(self.device),
-                           dtype=str(self.dtype).removeprefix("torch."), parameters=self.parameters,
-                           noise=self.noise)
+        return BackendInfo(
+            model=self.model_spec,
+            backend=self.name,
+            device=str(self.device),
+            dtype=str(self.dtype).removeprefix("torch."),
+            parameters=self.parameters,
+            noise=self.noise,
+        )
 
     # ----- generation ----------------------------------------------------------------------
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
         """Each user prompt in the model's chat template, exactly as the hf backend builds it."""
         return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
 
-    def generate(self, prompts: list[str], sampling: Sampling, system_prompt: str = "",
-                 with_entropy: bool = False) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+    ) -> list[list[Completion]]:
         """`samples_per_prompt` completions per prompt, all prompts in one continuous-batching call."""
         if with_entropy:
-            raise NotImplementedError("the vllm backend cannot compute full-distribution token entropy; "
-                                      "run `seedcast eval` against hf servers")
+            raise NotImplementedError(
+                "the vllm backend cannot compute full-distribution token entropy; "
+                "run `seedcast eval` against hf servers"
+            )
         self.sync_weights()
         greedy = sampling.temperature <= 0
         eos = self.tokenizer.eos_token_id
         requests, params = [], []
         for index, text in enumerate(self.chat_texts(prompts, system_prompt)):
             requests.append({"prompt_token_ids": self.tokenizer(text, add_special_tokens=False)["input_ids"]})
-            params.append(self._sampling_params(
-                n=sampling.samples_per_prompt, temperature=0.0 if greedy else sampling.temperature,
-                top_p=1.0 if greedy else sampling.top_p, max_tokens=sampling.max_new_tokens,
-                seed=None if greedy else sampling_seed(sampling.seed, index),
-                stop_token_ids=[eos] if eos is not None else None, skip_special_tokens=True))
+            params.append(
+                self._sampling_params(
+                    n=sampling.samples_per_prompt,
+                    temperature=0.0 if greedy else sampling.temperature,
+                    top_p=1.0 if greedy else sampling.top_p,
+                    max_tokens=sampling.max_new_tokens,
+                    seed=None if greedy else sampling_seed(sampling.seed, index),
+                    stop_token_ids=[eos] if eos is not None else None,
+                    skip_special_tokens=True,
+                )
+            )
         outputs = self.llm.generate(requests, params, use_tqdm=False)
-        return [[Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")
-                 for choice in output.outputs] for output in outputs]
+        return [
+            [
+                Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")
+                for choice in output.outputs
+            ]
+            for output in outputs
+        ]

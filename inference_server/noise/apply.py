@@ -18,8 +18,14 @@ from seedcast.inference_server.noise.gaussian import GAUSSIAN
 from seedcast.inference_server.noise.source import NoiseSource
 
 
-def write_perturbed(master: torch.Tensor, source: NoiseSource, seed: int, name: str, scale: float,
-                    targets: list[tuple[torch.Tensor, int]]) -> None:
+def write_perturbed(
+    master: torch.Tensor,
+    source: NoiseSource,
+    seed: int,
+    name: str,
+    scale: float,
+    targets: list[tuple[torch.Tensor, int]],
+) -> None:
     """For each (target, sign): target = cast(master + sign·scale·ε), from one noise draw.
 
     Computed per chunk as (scale·ε) + master, and master − (scale·ε) for sign −1 (negating is exact, so
@@ -41,8 +47,10 @@ def perturbed_master(master: torch.Tensor, source: NoiseSource, seed: int, name:
     """A fresh float32 tensor master + scale·ε, computed as (scale·ε) + master like write_perturbed."""
     if source.fresh:  # the noise tensors themselves take the result: no second full-size tensor
         flat = master.view(-1)
-        pieces = [noise.mul_(scale).add_(flat[start:end])
-                  for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device)]
+        pieces = [
+            noise.mul_(scale).add_(flat[start:end])
+            for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device)
+        ]
         return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).view_as(master)
     out = torch.empty_like(master, dtype=torch.float32)
     write_perturbed(master, source, seed, name, scale, [(out, 1)])
@@ -67,8 +75,12 @@ def for_each_tensor(names: Iterable[str], work: Callable[[str], None], threads: 
             future.result()
 
 
-def apply_update_terms(master: Mapping[str, torch.Tensor], terms: list[tuple[int, float]],
-                       threads: int | None = None, source: NoiseSource = GAUSSIAN) -> None:
+def apply_update_terms(
+    master: Mapping[str, torch.Tensor],
+    terms: list[tuple[int, float]],
+    threads: int | None = None,
+    source: NoiseSource = GAUSSIAN,
+) -> None:
     """master[name] += sum(coeff * noise(seed, name)) for every tensor, in float32, terms in order.
 
     The order of the terms is fixed, so a live update and a replay of the log give identical bits.

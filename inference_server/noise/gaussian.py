@@ -14,8 +14,13 @@ import torch
 from seedcast.inference_server.noise.source import tensor_seed
 
 
-def tensor_noise(seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu",
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+def tensor_noise(
+    seed: int,
+    name: str,
+    shape: torch.Size | tuple[int, ...],
+    device: torch.device | str = "cpu",
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Standard-normal float32 noise for the tensor `name` under member seed `seed`.
 
     `out` (float32, on `device`, of `shape`) is filled in place when given, to avoid an allocation.
@@ -36,13 +41,15 @@ class GaussianNoise:
     def prepare(self, device: torch.device | str = "cpu") -> None:
         """Nothing to build."""
 
-    def chunks(self, seed: int, name: str, numel: int, device: torch.device | str = "cpu",
-               buffer: torch.Tensor | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
+    def chunks(
+        self, seed: int, name: str, numel: int, device: torch.device | str = "cpu", buffer: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, int, torch.Tensor]]:
         """One chunk: the whole flattened tensor's noise (randn fills a tensor in flat order, whatever its shape)."""
         yield 0, numel, tensor_noise(seed, name, (numel,), device, out=buffer)
 
-    def noise(self, seed: int, name: str, shape: torch.Size | tuple[int, ...],
-              device: torch.device | str = "cpu") -> torch.Tensor:
+    def noise(
+        self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
+    ) -> torch.Tensor:
         """tensor_noise(seed, name, shape)."""
         return tensor_noise(seed, name, shape, device)
 

@@ -41,11 +41,13 @@ class NoiseSource(Protocol):
     def prepare(self, device: torch.device | str = "cpu") -> None:
         """Build what the source needs on `device` now (at server start), not on the first member."""
 
-    def chunks(self, seed: int, name: str, numel: int, device: torch.device | str = "cpu",
-               buffer: torch.Tensor | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
+    def chunks(
+        self, seed: int, name: str, numel: int, device: torch.device | str = "cpu", buffer: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, int, torch.Tensor]]:
         """(start, end, ε[start:end]) covering 0..numel in order; the tensors are read-only (they may be
         views of shared storage). `buffer` (float32, numel elements) may be filled instead of allocating."""
 
-    def noise(self, seed: int, name: str, shape: torch.Size | tuple[int, ...],
-              device: torch.device | str = "cpu") -> torch.Tensor:
+    def noise(
+        self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
+    ) -> torch.Tensor:
         """The whole noise tensor (a fresh float32 tensor of `shape`)."""

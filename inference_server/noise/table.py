@@ -60,17 +60,19 @@ class NoiseTable:
         """Where chunk `chunk` of tensor `name` starts in the table under member seed `seed`."""
         return tensor_seed(seed, f"{name}#{chunk}") % (TABLE_ENTRIES - CHUNK_ENTRIES + 1)
 
-    def chunks(self, seed: int, name: str, numel: int, device: torch.device | str = "cpu",
-               buffer: torch.Tensor | None = None) -> Iterator[tuple[int, int, torch.Tensor]]:
+    def chunks(
+        self, seed: int, name: str, numel: int, device: torch.device | str = "cpu", buffer: torch.Tensor | None = None
+    ) -> Iterator[tuple[int, int, torch.Tensor]]:
         """(start, end, read-only table slice) per chunk of the flattened tensor; `buffer` is not needed."""
         table = self.table(device)
         for chunk, start in enumerate(range(0, numel, CHUNK_ENTRIES)):
             end = min(numel, start + CHUNK_ENTRIES)
             offset = self.offset(seed, name, chunk)
-            yield start, end, table[offset:offset + end - start]
+            yield start, end, table[offset : offset + end - start]
 
-    def noise(self, seed: int, name: str, shape: torch.Size | tuple[int, ...],
-              device: torch.device | str = "cpu") -> torch.Tensor:
+    def noise(
+        self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
+    ) -> torch.Tensor:
         """The whole noise tensor, assembled from its chunks."""
         out = torch.empty(shape, dtype=torch.float32, device=device)
         flat = out.view(-1)

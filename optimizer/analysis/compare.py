@@ -67,8 +67,9 @@ def load_eval(entry: Entry, folder: Path) -> None:
     samples = folder / "samples.jsonl"
     if samples.is_file():
         rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-        entry.per_problem_correct = [[r is not None and not math.isnan(r) and r >= threshold for r in row["rewards"]]
-                                     for row in rows]
+        entry.per_problem_correct = [
+            [r is not None and not math.isnan(r) and r >= threshold for r in row["rewards"]] for row in rows
+        ]
 
 
 def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, seed: int = 0) -> dict:
@@ -92,11 +93,16 @@ def training_info(entry: Entry) -> dict:
             curve.append([tokens, row.reward_mean])
         if row.eval_reward is not None:
             evals.append([tokens, row.eval_reward])
-    return {"method": entry.kind, "steps": sum(1 for r in rows if not r.is_baseline),
-            "wall_seconds": summary.wall_seconds if summary else sum(r.seconds or 0.0 for r in rows),
-            "completion_tokens": tokens, "peak_rss_bytes": summary.peak_rss_bytes if summary else None,
-            "peak_memory_of": "the GRPO training process" if entry.kind == "grpo" else "one ES inference server",
-            "train_reward_curve": curve, "eval_reward_curve": evals}
+    return {
+        "method": entry.kind,
+        "steps": sum(1 for r in rows if not r.is_baseline),
+        "wall_seconds": summary.wall_seconds if summary else sum(r.seconds or 0.0 for r in rows),
+        "completion_tokens": tokens,
+        "peak_rss_bytes": summary.peak_rss_bytes if summary else None,
+        "peak_memory_of": "the GRPO training process" if entry.kind == "grpo" else "one ES inference server",
+        "train_reward_curve": curve,
+        "eval_reward_curve": evals,
+    }
 
 
 def base_model_of(entry: Entry) -> str:
@@ -145,4 +151,3 @@ def measure_geometry(entries: list[Entry], threshold: float, out: Path) -> None:
             bases[base] = load_weights(base)
         tuned = load_weights(model_spec_of(entry, out))
         entry.geometry = {"base": base, **parameter_geometry(bases[base], tuned, threshold)}
-

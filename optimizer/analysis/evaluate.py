@@ -69,8 +69,9 @@ def final_answer(completion: str) -> str | None:
     return boxed.strip() if boxed is not None else last_number(completion)
 
 
-async def sample_all(clients: list[ServerClient], requests: list[pb.SampleRequest],
-                     show_progress: bool = True) -> list[pb.SampleReply]:
+async def sample_all(
+    clients: list[ServerClient], requests: list[pb.SampleRequest], show_progress: bool = True
+) -> list[pb.SampleReply]:
     """Send the requests over the servers, each taking the next request when free. A server whose
     call fails is dropped and its request goes to another; sampling seeds travel with the request,
     so the answer is the same whichever server gives it."""
@@ -85,8 +86,9 @@ async def sample_all(clients: list[ServerClient], requests: list[pb.SampleReques
             try:
                 replies[index] = await client.sample(request)
             except grpc.aio.AioRpcError as error:
-                log.warning("server %s failed a Sample call (%s); another server takes it", client.address,
-                            error.details())
+                log.warning(
+                    "server %s failed a Sample call (%s); another server takes it", client.address, error.details()
+                )
                 queue.appendleft((index, request))
                 live.remove(client)
                 return
@@ -111,11 +113,14 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
     entropies = [e for o in outcomes for e in o.entropies]
     tokens = [t for o in outcomes for t in o.tokens]
     return {
-        "problems": len(outcomes), "samples_per_problem": options.n, "pass_at_k": pass_rows,
+        "problems": len(outcomes),
+        "samples_per_problem": options.n,
+        "pass_at_k": pass_rows,
         "mean_token_entropy": statistics.fmean(entropies) if entropies else None,
         "entropy_estimate": "full next-token distribution, temperature 1, one forward pass" if entropies else None,
-        "distinct_answers_per_problem": statistics.fmean(len({a for a in o.answers if a is not None})
-                                                         for o in outcomes),
+        "distinct_answers_per_problem": statistics.fmean(
+            len({a for a in o.answers if a is not None}) for o in outcomes
+        ),
         "mean_completion_tokens": statistics.fmean(tokens),
         "truncation_rate": statistics.fmean(t for o in outcomes for t in o.truncated),
         "correct_threshold": CORRECT_THRESHOLD,
@@ -136,8 +141,7 @@ def plot_pass_at_k(curves: list[tuple[str, dict]], path: Path) -> None:
         ks = sorted(int(k) for k in rows)
         all_ks.update(ks)
         axis.plot(ks, [rows[str(k)]["mean"] for k in ks], marker="o", label=label)
-        axis.fill_between(ks, [rows[str(k)]["ci95"][0] for k in ks], [rows[str(k)]["ci95"][1] for k in ks],
-                          alpha=0.15)
+        axis.fill_between(ks, [rows[str(k)]["ci95"][0] for k in ks], [rows[str(k)]["ci95"][1] for k in ks], alpha=0.15)
     axis.set_xscale("log", base=2)
     axis.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
     axis.set_xlabel("k")
@@ -146,16 +150,23 @@ def plot_pass_at_k(curves: list[tuple[str, dict]], path: Path) -> None:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     first = curves[0][1]
-    axis.set_title(f"pass@k on {first['problems']} problems, n={first['samples_per_problem']} "
-                   "(bands: 95% bootstrap)")
+    axis.set_title(f"pass@k on {first['problems']} problems, n={first['samples_per_problem']} (bands: 95% bootstrap)")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
 
 
-def eval_config(model: str, task: str = "synthetic", data: str | None = None, evaluator: str | None = None,
-                limit: int | None = None, seed: int = 0, servers: str | None = None, local: int | None = None,
-                overrides: list[str] | None = None) -> TrainConfig:
+def eval_config(
+    model: str,
+    task: str = "synthetic",
+    data: str | None = None,
+    evaluator: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    servers: str | None = None,
+    local: int | None = None,
+    overrides: list[str] | None = None,
+) -> TrainConfig:
     """The config `seedcast eval` runs with: model and task from the arguments, `key=value` overrides last."""
     values = [f"model.name={model}", f"task.dataset={task}", f"seed={seed}"]
     if data:
@@ -178,33 +189,64 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     problems = load_problems(config.task.dataset_spec(config.seed))
     instruction = config.task.instruction_text()
     evaluator = config.task.evaluator_spec()
-    fleet = Fleet(config, out_dir / "logs", OptimizerMetrics(config.task.dataset, config.model.name,
-                                                             CollectorRegistry()))
+    fleet = Fleet(
+        config, out_dir / "logs", OptimizerMetrics(config.task.dataset, config.model.name, CollectorRegistry())
+    )
     requests = []
     for start in range(0, len(problems), options.problems_per_call):
-        chunk = problems[start:start + options.problems_per_call]
-        requests.append(pb.SampleRequest(
-            problems=[pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference) for p in chunk],
-            evaluator=evaluator, system_prompt=config.task.system_prompt, return_entropy=options.entropy,
-            sampling=pb.SamplingParams(temperature=options.temperature, top_p=options.top_p,
-                                       max_new_tokens=options.max_tokens, samples_per_prompt=options.n,
-                                       seed=derive_seed(options.seed, "eval", start))))
+        chunk = problems[start : start + options.problems_per_call]
+        requests.append(
+            pb.SampleRequest(
+                problems=[pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference) for p in chunk],
+                evaluator=evaluator,
+                system_prompt=config.task.system_prompt,
+                return_entropy=options.entropy,
+                sampling=pb.SamplingParams(
+                    temperature=options.temperature,
+                    top_p=options.top_p,
+                    max_new_tokens=options.max_tokens,
+                    samples_per_prompt=options.n,
+                    seed=derive_seed(options.seed, "eval", start),
+                ),
+            )
+        )
     try:
         await fleet.start([])
         replies = await sample_all(fleet.active, requests)
     finally:
         await fleet.close()
-    outcomes = [ProblemOutcome(rewards=list(p.rewards), tokens=list(p.completion_tokens), truncated=list(p.truncated),
-                               entropies=list(p.mean_token_entropy), answers=[final_answer(c) for c in p.completions])
-                for reply in replies for p in reply.problems]
-    results = {"model": config.model.name, "task": config.task.dataset, "evaluator": evaluator,
-               "options": asdict(options), **summarize(outcomes, options)}
+    outcomes = [
+        ProblemOutcome(
+            rewards=list(p.rewards),
+            tokens=list(p.completion_tokens),
+            truncated=list(p.truncated),
+            entropies=list(p.mean_token_entropy),
+            answers=[final_answer(c) for c in p.completions],
+        )
+        for reply in replies
+        for p in reply.problems
+    ]
+    results = {
+        "model": config.model.name,
+        "task": config.task.dataset,
+        "evaluator": evaluator,
+        "options": asdict(options),
+        **summarize(outcomes, options),
+    }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     with (out_dir / "samples.jsonl").open("w") as handle:
         for problem, reply_problem in zip(problems, (p for reply in replies for p in reply.problems), strict=True):
-            handle.write(json.dumps({"problem_id": problem.problem_id, "prompt": problem.prompt,
-                                     "reference": problem.reference,
-                                     "completions": list(reply_problem.completions),
-                                     "rewards": list(reply_problem.rewards)}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "problem_id": problem.problem_id,
+                        "prompt": problem.prompt,
+                        "reference": problem.reference,
+                        "completions": list(reply_problem.completions),
+                        "rewards": list(reply_problem.rewards),
+                    }
+                )
+                + "\n"
+            )
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")
     return results

@@ -35,14 +35,19 @@ def module_group(name: str) -> str:
 
 
 def _stats(base_sq: float, delta_sq: float, changed: int, count: int, total_delta_sq: float) -> dict:
-    return {"relative_l2": math.sqrt(delta_sq / base_sq) if base_sq else math.nan,
-            "l2_delta": math.sqrt(delta_sq), "fraction_changed": changed / count if count else math.nan,
-            "share_of_change": delta_sq / total_delta_sq if total_delta_sq else 0.0, "parameters": count}
+    return {
+        "relative_l2": math.sqrt(delta_sq / base_sq) if base_sq else math.nan,
+        "l2_delta": math.sqrt(delta_sq),
+        "fraction_changed": changed / count if count else math.nan,
+        "share_of_change": delta_sq / total_delta_sq if total_delta_sq else 0.0,
+        "parameters": count,
+    }
 
 
 @torch.no_grad()
-def parameter_geometry(base: dict[str, torch.Tensor], tuned: dict[str, torch.Tensor],
-                       threshold: float = DEFAULT_THRESHOLD) -> dict:
+def parameter_geometry(
+    base: dict[str, torch.Tensor], tuned: dict[str, torch.Tensor], threshold: float = DEFAULT_THRESHOLD
+) -> dict:
     """Distances of `tuned` from `base` (same names and shapes), overall and per module group."""
     missing = sorted(set(base) ^ set(tuned))
     if missing:
@@ -60,8 +65,11 @@ def parameter_geometry(base: dict[str, torch.Tensor], tuned: dict[str, torch.Ten
         row[2] += int((delta.abs() > threshold).sum())
         row[3] += delta.numel()
     total = [sum(row[i] for row in sums.values()) for i in range(4)]
-    return {"threshold": threshold, **_stats(*total, total[1]),
-            "groups": {group: _stats(*row, total[1]) for group, row in sorted(sums.items())}}
+    return {
+        "threshold": threshold,
+        **_stats(*total, total[1]),
+        "groups": {group: _stats(*row, total[1]) for group, row in sorted(sums.items())},
+    }
 
 
 def state_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -59,8 +59,10 @@ def micro_batch_size(config: TrainConfig) -> int:
     if chosen is None:
         return max(d for d in range(1, min(16, completions) + 1) if completions % d == 0)
     if completions % chosen:
-        raise ConfigError(f"grpo.micro_batch_size: {chosen} does not divide batch_size x grpo.group_size = "
-                          f"{completions}; set a divisor of {completions}")
+        raise ConfigError(
+            f"grpo.micro_batch_size: {chosen} does not divide batch_size x grpo.group_size = "
+            f"{completions}; set a divisor of {completions}"
+        )
     return chosen
 
 
@@ -90,10 +92,18 @@ class EvaluatorReward:
         self.__name__ = f"seedcast:{spec}"  # TRL logs rewards under the function's name
         self.tally = RewardTally()
 
-    def __call__(self, prompts: list[str], completions: list[str], reference: list[str],
-                 completion_ids: list[list[int]] | None = None, **_: Any) -> list[float | None]:
-        samples = [ScoredSample(prompt=p, completion=c, reference=r)
-                   for p, c, r in zip(prompts, completions, reference, strict=True)]
+    def __call__(
+        self,
+        prompts: list[str],
+        completions: list[str],
+        reference: list[str],
+        completion_ids: list[list[int]] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
+        samples = [
+            ScoredSample(prompt=p, completion=c, reference=r)
+            for p, c, r in zip(prompts, completions, reference, strict=True)
+        ]
         rewards = self.evaluator.score_batch(samples)
         self.tally.rewards.extend(r for r in rewards if r is not None)
         self.tally.completions += len(completions)
@@ -102,8 +112,9 @@ class EvaluatorReward:
 
 
 @torch.no_grad()
-def greedy_eval_reward(model: Any, tokenizer: Any, texts: list[str], references: list[str], evaluator: Any,
-                       max_new_tokens: int) -> float:
+def greedy_eval_reward(
+    model: Any, tokenizer: Any, texts: list[str], references: list[str], evaluator: Any, max_new_tokens: int
+) -> float:
     """Mean greedy reward of `model` on the evaluation set: what ES logs as `eval_reward`."""
     was_training = model.training
     model.eval()
@@ -112,13 +123,16 @@ def greedy_eval_reward(model: Any, tokenizer: Any, texts: list[str], references:
     tokenizer.padding_side = "left"
     try:
         for start in range(0, len(texts), EVAL_BATCH):
-            chunk = texts[start:start + EVAL_BATCH]
+            chunk = texts[start : start + EVAL_BATCH]
             encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-            output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
-                                    pad_token_id=tokenizer.pad_token_id)
-            completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1]:], skip_special_tokens=True)
-            samples = [ScoredSample(prompt=t, completion=c, reference=r)
-                       for t, c, r in zip(chunk, completions, references[start:start + EVAL_BATCH], strict=True)]
+            output = model.generate(
+                **encoded, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+            completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+            samples = [
+                ScoredSample(prompt=t, completion=c, reference=r)
+                for t, c, r in zip(chunk, completions, references[start : start + EVAL_BATCH], strict=True)
+            ]
             rewards.extend(r for r in evaluator.score_batch(samples) if r is not None)
     finally:
         tokenizer.padding_side = padding_side
@@ -141,10 +155,12 @@ def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
     from datasets import Dataset
 
     instruction = config.task.instruction_text()
-    return Dataset.from_dict({
-        "prompt": [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
-        "reference": [p.reference for p in problems],
-    })
+    return Dataset.from_dict(
+        {
+            "prompt": [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
+            "reference": [p.reference for p in problems],
+        }
+    )
 
 
 def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> RunSummary:
@@ -165,17 +181,34 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     grpo = config.grpo
     optional = {"loss_type": grpo.loss_type} if grpo.loss_type else {}
     args = trl.GRPOConfig(
-        output_dir=str(run.path / "logs"), max_steps=steps, learning_rate=grpo.learning_rate,
-        per_device_train_batch_size=micro, gradient_accumulation_steps=completions_per_step // micro,
-        num_generations=grpo.group_size, max_completion_length=config.sampling.max_new_tokens,
-        temperature=grpo.temperature, top_p=grpo.top_p, beta=grpo.beta, epsilon=grpo.epsilon, seed=config.seed,
-        data_seed=config.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False, logging_steps=1,
-        gradient_checkpointing=grpo.gradient_checkpointing, save_strategy="no", report_to="none",
-        disable_tqdm=not show_progress, **optional)
+        output_dir=str(run.path / "logs"),
+        max_steps=steps,
+        learning_rate=grpo.learning_rate,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=completions_per_step // micro,
+        num_generations=grpo.group_size,
+        max_completion_length=config.sampling.max_new_tokens,
+        temperature=grpo.temperature,
+        top_p=grpo.top_p,
+        beta=grpo.beta,
+        epsilon=grpo.epsilon,
+        seed=config.seed,
+        data_seed=config.seed,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        fp16=False,
+        logging_steps=1,
+        gradient_checkpointing=grpo.gradient_checkpointing,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=not show_progress,
+        **optional,
+    )
 
     def run_eval() -> float:
-        return greedy_eval_reward(model, tokenizer, eval_texts, eval_refs, reward.evaluator,
-                                  config.sampling.max_new_tokens)
+        return greedy_eval_reward(
+            model, tokenizer, eval_texts, eval_refs, reward.evaluator, config.sampling.max_new_tokens
+        )
 
     class MetricsCallback(TrainerCallback):
         """Writes one metrics.jsonl line per optimizer step, in the ES trainer's format."""
@@ -191,28 +224,43 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
             seconds = time.perf_counter() - self.step_started
             rewards = tally.rewards
             record = IterationRecord(
-                iteration=state.global_step - 1, step=state.global_step, seconds=seconds,
+                iteration=state.global_step - 1,
+                step=state.global_step,
+                seconds=seconds,
                 reward_mean=statistics.fmean(rewards) if rewards else None,
                 reward_std=statistics.pstdev(rewards) if rewards else None,
-                reward_max=max(rewards, default=None), reward_min=min(rewards, default=None),
-                completions=tally.completions, completion_tokens=tally.tokens,
-                tokens_per_second=tally.tokens / seconds if seconds else 0.0, peak_rss_bytes=peak_rss_bytes())
-            if config.eval_every and (state.global_step % config.eval_every == 0
-                                      or state.global_step == steps):
+                reward_max=max(rewards, default=None),
+                reward_min=min(rewards, default=None),
+                completions=tally.completions,
+                completion_tokens=tally.tokens,
+                tokens_per_second=tally.tokens / seconds if seconds else 0.0,
+                peak_rss_bytes=peak_rss_bytes(),
+            )
+            if config.eval_every and (state.global_step % config.eval_every == 0 or state.global_step == steps):
                 record.eval_reward = run_eval()
             run.append_metrics(record)
-            log.info("step %d: reward %s, %d tokens, %.1f s%s", state.global_step,
-                     "n/a" if record.reward_mean is None else f"{record.reward_mean:.3f}", tally.tokens, seconds,
-                     "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}")
+            log.info(
+                "step %d: reward %s, %d tokens, %.1f s%s",
+                state.global_step,
+                "n/a" if record.reward_mean is None else f"{record.reward_mean:.3f}",
+                tally.tokens,
+                seconds,
+                "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}",
+            )
 
     if config.eval_every:
         baseline = run_eval()
         run.append_metrics(IterationRecord(iteration=BASELINE_ITERATION, step=0, eval_reward=baseline))
         log.info("base model eval reward %.3f", baseline)
     model.train()
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
-                              train_dataset=_dataset(problems, tokenizer, config), processing_class=tokenizer,
-                              callbacks=[MetricsCallback()])
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=_dataset(problems, tokenizer, config),
+        processing_class=tokenizer,
+        callbacks=[MetricsCallback()],
+    )
     trainer.remove_callback(PrinterCallback)  # our own line per step replaces TRL's printed dicts
     trainer.train()
     with (run.path / TRL_LOG_FILE).open("w") as handle:  # TRL's own per-step statistics (loss, KL, entropy...)
@@ -223,9 +271,16 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     tokenizer.save_pretrained(model_dir)
     rows = run.metrics()
     summary = RunSummary(
-        method="grpo", steps=steps, wall_seconds=time.perf_counter() - started,
-        completion_tokens=sum(r.completion_tokens or 0 for r in rows), peak_rss_bytes=peak_rss_bytes(),
-        peak_memory_of="the GRPO training process", completions=sum(r.completions or 0 for r in rows),
-        model_dir=str(model_dir), trl_version=trl.__version__, device=str(model.device))
+        method="grpo",
+        steps=steps,
+        wall_seconds=time.perf_counter() - started,
+        completion_tokens=sum(r.completion_tokens or 0 for r in rows),
+        peak_rss_bytes=peak_rss_bytes(),
+        peak_memory_of="the GRPO training process",
+        completions=sum(r.completions or 0 for r in rows),
+        model_dir=str(model_dir),
+        trl_version=trl.__version__,
+        device=str(model.device),
+    )
     run.write_summary(summary)
     return summary

@@ -21,8 +21,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
-def bootstrap_interval(values: list[float], resamples: int = 2000, level: float = 0.95,
-                       seed: int = 0) -> tuple[float, float]:
+def bootstrap_interval(
+    values: list[float], resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, resampling problems with replacement."""
     data = np.asarray(values, dtype=np.float64)
     if len(data) == 0:

@@ -25,11 +25,17 @@ def plot_reward_curve(run_dir: str | Path, out: str | Path | None = None) -> Pat
         x = [r.iteration + 1 for r in train]
         what = "population" if method == "ES" else "sampled groups"
         axis.plot(x, [r.reward_mean for r in train], marker="o", label=f"{what} mean")
-        axis.fill_between(x, [r.reward_min for r in train], [r.reward_max for r in train], alpha=0.15,
-                          label=f"{what} min–max")
+        axis.fill_between(
+            x, [r.reward_min for r in train], [r.reward_max for r in train], alpha=0.15, label=f"{what} min–max"
+        )
     if evals:
-        axis.plot([r.iteration + 1 for r in evals], [r.eval_reward for r in evals], marker="s",
-                  color="black", label="eval (unperturbed, greedy)")
+        axis.plot(
+            [r.iteration + 1 for r in evals],
+            [r.eval_reward for r in evals],
+            marker="s",
+            color="black",
+            label="eval (unperturbed, greedy)",
+        )
     axis.set_xlabel("iteration (0 = base model)")
     axis.set_ylabel("reward")
     axis.set_title(f"Seedcast {method} — {run.path.name}")

@@ -76,61 +76,106 @@ def markdown(entries: list[Entry], differences: dict, command: str) -> str:
     """The report: pass@k, paired differences, diversity, training cost, geometry."""
     first = entries[0].results
     ks = sorted({int(k) for e in entries for k in e.results["pass_at_k"]})
-    lines = ["# Seedcast comparison", "", f"Command: `{command}`", "",
-             f"Task `{first['task']}` (evaluator `{first['evaluator']}`), {first['problems']} problems, "
-             f"n = {first['samples_per_problem']} samples each at temperature {first['options']['temperature']}, "
-             f"top-p {first['options']['top_p']}, at most {first['options']['max_tokens']} tokens.", "",
-             "## pass@k (mean [95% bootstrap interval over problems])", "",
-             "| model | " + " | ".join(f"pass@{k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
+    lines = [
+        "# Seedcast comparison",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Task `{first['task']}` (evaluator `{first['evaluator']}`), {first['problems']} problems, "
+        f"n = {first['samples_per_problem']} samples each at temperature {first['options']['temperature']}, "
+        f"top-p {first['options']['top_p']}, at most {first['options']['max_tokens']} tokens.",
+        "",
+        "## pass@k (mean [95% bootstrap interval over problems])",
+        "",
+        "| model | " + " | ".join(f"pass@{k}" for k in ks) + " |",
+        "|---" * (len(ks) + 1) + "|",
+    ]
     for entry in entries:
         rows = entry.results["pass_at_k"]
-        lines.append(f"| {entry.label} | " + " | ".join(_interval(rows[str(k)]) if str(k) in rows else "–"
-                                                        for k in ks) + " |")
+        lines.append(
+            f"| {entry.label} | " + " | ".join(_interval(rows[str(k)]) if str(k) in rows else "–" for k in ks) + " |"
+        )
     if differences:
-        lines += ["", f"## Paired difference against `{entries[0].label}` (same problems; * = interval excludes 0)",
-                  "", "| model | " + " | ".join(f"Δpass@{k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
+        lines += [
+            "",
+            f"## Paired difference against `{entries[0].label}` (same problems; * = interval excludes 0)",
+            "",
+            "| model | " + " | ".join(f"Δpass@{k}" for k in ks) + " |",
+            "|---" * (len(ks) + 1) + "|",
+        ]
         for label, by_k in differences.items():
-            cells = [f"{d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]{'*' if d['significant'] else ''}"
-                     if (d := by_k.get(str(k))) else "–" for k in ks]
+            cells = [
+                f"{d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]{'*' if d['significant'] else ''}"
+                if (d := by_k.get(str(k)))
+                else "–"
+                for k in ks
+            ]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "## Entropy and diversity", "",
-              "| model | mean token entropy (nats) | distinct answers / problem | mean completion tokens | truncated |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Entropy and diversity",
+        "",
+        "| model | mean token entropy (nats) | distinct answers / problem | mean completion tokens | truncated |",
+        "|---|---|---|---|---|",
+    ]
     for entry in entries:
         r = entry.results
-        lines.append(f"| {entry.label} | {_num(r.get('mean_token_entropy'))} | "
-                     f"{_num(r['distinct_answers_per_problem'], 2)} | {_num(r['mean_completion_tokens'], 1)} | "
-                     f"{r['truncation_rate']:.1%} |")
+        lines.append(
+            f"| {entry.label} | {_num(r.get('mean_token_entropy'))} | "
+            f"{_num(r['distinct_answers_per_problem'], 2)} | {_num(r['mean_completion_tokens'], 1)} | "
+            f"{r['truncation_rate']:.1%} |"
+        )
     runs = [e for e in entries if e.training]
     if runs:
-        lines += ["", "## Training cost", "",
-                  "| run | method | steps | completion tokens | wall time (s) | peak memory (GiB) | of | final eval |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Training cost",
+            "",
+            "| run | method | steps | completion tokens | wall time (s) | peak memory (GiB) | of | final eval |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for entry in runs:
             t = entry.training
             peak = t["peak_rss_bytes"]
             final = t["eval_reward_curve"][-1][1] if t["eval_reward_curve"] else None
-            lines.append(f"| {entry.label} | {t['method'].upper()} | {t['steps']} | {t['completion_tokens']} | "
-                         f"{t['wall_seconds']:.0f} | {_num(peak / 2**30 if peak else None, 2)} | "
-                         f"{t['peak_memory_of']} | {_num(final)} |")
+            lines.append(
+                f"| {entry.label} | {t['method'].upper()} | {t['steps']} | {t['completion_tokens']} | "
+                f"{t['wall_seconds']:.0f} | {_num(peak / 2**30 if peak else None, 2)} | "
+                f"{t['peak_memory_of']} | {_num(final)} |"
+            )
     geometric = [e for e in entries if e.geometry]
     if geometric:
         threshold = geometric[0].geometry["threshold"]
         groups = sorted({g for e in geometric for g in e.geometry["groups"]})
-        lines += ["", f"## Parameter geometry versus the base (|Δθ| > {threshold:g} counts as changed)", "",
-                  "| run | relative L2 | fraction changed | " + " | ".join(f"{g}: rel. L2 (share)" for g in groups)
-                  + " |", "|---" * (len(groups) + 3) + "|"]
+        lines += [
+            "",
+            f"## Parameter geometry versus the base (|Δθ| > {threshold:g} counts as changed)",
+            "",
+            "| run | relative L2 | fraction changed | " + " | ".join(f"{g}: rel. L2 (share)" for g in groups) + " |",
+            "|---" * (len(groups) + 3) + "|",
+        ]
         for entry in geometric:
             g = entry.geometry
-            cells = [f"{g['groups'][name]['relative_l2']:.2e} ({g['groups'][name]['share_of_change']:.0%})"
-                     if name in g["groups"] else "–" for name in groups]
-            lines.append(f"| {entry.label} | {g['relative_l2']:.3e} | {g['fraction_changed']:.1%} | "
-                         + " | ".join(cells) + " |")
+            cells = [
+                f"{g['groups'][name]['relative_l2']:.2e} ({g['groups'][name]['share_of_change']:.0%})"
+                if name in g["groups"]
+                else "–"
+                for name in groups
+            ]
+            lines.append(
+                f"| {entry.label} | {g['relative_l2']:.3e} | {g['fraction_changed']:.1%} | " + " | ".join(cells) + " |"
+            )
         if len(geometric) >= 2:
             ratio = geometric[0].geometry["relative_l2"] / max(geometric[1].geometry["relative_l2"], 1e-30)
             lines += ["", f"Relative L2 of `{geometric[0].label}` ÷ `{geometric[1].label}`: {ratio:.1f}×."]
-    lines += ["", "Plots: `pass_at_k.png`" + (", `reward_curves.png`" if runs else "")
-              + (", `geometry.png`" if geometric else "") + ". All numbers: `compare.json`.", ""]
+    lines += [
+        "",
+        "Plots: `pass_at_k.png`"
+        + (", `reward_curves.png`" if runs else "")
+        + (", `geometry.png`" if geometric else "")
+        + ". All numbers: `compare.json`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -142,17 +187,32 @@ def write_report(entries: list[Entry], out: Path, command: str) -> dict:
     for entry in entries[1:]:
         if reference.per_problem_correct and entry.per_problem_correct:
             n = min(len(reference.per_problem_correct[0]), len(entry.per_problem_correct[0]))
-            differences[entry.label] = {str(k): paired_difference(reference.per_problem_correct,
-                                                                  entry.per_problem_correct, k)
-                                        for k in sorted(int(k) for k in entry.results["pass_at_k"]) if k <= n}
+            differences[entry.label] = {
+                str(k): paired_difference(reference.per_problem_correct, entry.per_problem_correct, k)
+                for k in sorted(int(k) for k in entry.results["pass_at_k"])
+                if k <= n
+            }
     plot_pass_at_k([(e.label, e.results) for e in entries], out / "pass_at_k.png")
     if any(e.training for e in entries):
         plot_reward_curves(entries, out / "reward_curves.png")
     if any(e.geometry for e in entries):
         plot_geometry(entries, out / "geometry.png")
-    document = {"command": command, "paired_differences_vs": reference.label, "paired_differences": differences,
-                "entries": [{"label": e.label, "path": e.path, "kind": e.kind, "results": e.results,
-                             "training": e.training, "geometry": e.geometry} for e in entries]}
+    document = {
+        "command": command,
+        "paired_differences_vs": reference.label,
+        "paired_differences": differences,
+        "entries": [
+            {
+                "label": e.label,
+                "path": e.path,
+                "kind": e.kind,
+                "results": e.results,
+                "training": e.training,
+                "geometry": e.geometry,
+            }
+            for e in entries
+        ],
+    }
     (out / "compare.json").write_text(json.dumps(document, indent=2) + "\n")
     (out / "report.md").write_text(markdown(entries, differences, command))
     return document

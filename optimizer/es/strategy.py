@@ -54,8 +54,15 @@ class Update:
 class OpenES:
     """Seeded OpenAI-ES with optional mirrored sampling and pluggable fitness shaping."""
 
-    def __init__(self, population: int, sigma: float, learning_rate: float, run_seed: int = 0,
-                 mirrored: bool = True, shaping: str = "zscore") -> None:
+    def __init__(
+        self,
+        population: int,
+        sigma: float,
+        learning_rate: float,
+        run_seed: int = 0,
+        mirrored: bool = True,
+        shaping: str = "zscore",
+    ) -> None:
         if population < 2 or (mirrored and population % 2):
             raise ValueError("population must be >= 2, and even with mirrored sampling")
         if not (math.isfinite(sigma) and sigma > 0 and math.isfinite(learning_rate) and learning_rate > 0):
@@ -75,14 +82,16 @@ class OpenES:
         for index in range(self.population):
             pair = index // 2 if self.mirrored else index
             sign = (1 if index % 2 == 0 else -1) if self.mirrored else 1
-            members.append(Member(
-                index=index,
-                seed=derive_seed(self.run_seed, "member", state.iteration, pair),
-                sign=sign,
-                # Common random numbers: both halves of a pair sample with the same stream.
-                sampling_seed=derive_seed(self.run_seed, "sampling", state.iteration, pair),
-                sigma=self.sigma,
-            ))
+            members.append(
+                Member(
+                    index=index,
+                    seed=derive_seed(self.run_seed, "member", state.iteration, pair),
+                    sign=sign,
+                    # Common random numbers: both halves of a pair sample with the same stream.
+                    sampling_seed=derive_seed(self.run_seed, "sampling", state.iteration, pair),
+                    sigma=self.sigma,
+                )
+            )
         return members
 
     def tell(self, state: ESState, members: list[Member], fitness: dict[int, float]) -> tuple[Update, ESState]:
@@ -97,6 +106,10 @@ class OpenES:
             scale = self.learning_rate / (len(used) * self.sigma)
             for member, weight in zip(used, shaped, strict=True):
                 terms[member.seed] = terms.get(member.seed, 0.0) + member.sign * scale * float(weight)
-        update = Update(step=state.iteration + 1, terms=[(s, c) for s, c in terms.items() if c != 0.0],
-                        sigma=self.sigma, members_used=len(used))
+        update = Update(
+            step=state.iteration + 1,
+            terms=[(s, c) for s, c in terms.items() if c != 0.0],
+            sigma=self.sigma,
+            members_used=len(used),
+        )
         return update, ESState(iteration=state.iteration + 1)

@@ -28,11 +28,22 @@ class ClientSecurity:
     token: str | None = None
 
     @classmethod
-    def from_files(cls, ca: str | None = None, cert: str | None = None, key: str | None = None,
-                   server_name: str | None = None, token_file: str | None = None) -> ClientSecurity:
+    def from_files(
+        cls,
+        ca: str | None = None,
+        cert: str | None = None,
+        key: str | None = None,
+        server_name: str | None = None,
+        token_file: str | None = None,
+    ) -> ClientSecurity:
         """Read the PEM files and the token file named by the fleet config."""
-        return cls(read_secret(ca, "TLS CA"), read_secret(key, "TLS client key"),
-                   read_secret(cert, "TLS client certificate"), server_name, read_token(token_file))
+        return cls(
+            read_secret(ca, "TLS CA"),
+            read_secret(key, "TLS client key"),
+            read_secret(cert, "TLS client certificate"),
+            server_name,
+            read_token(token_file),
+        )
 
     def plaintext(self) -> ClientSecurity:
         """The same token without TLS: for the servers this optimizer starts itself on loopback."""
@@ -71,10 +82,13 @@ class ServerClient:
             await asyncio.wait_for(self.channel.channel_ready(), timeout_seconds)
             return await self.stub.GetState(pb.StateRequest(), timeout=timeout_seconds, metadata=self.metadata)
         except (asyncio.TimeoutError, grpc.aio.AioRpcError) as error:
-            detail = (error.details() if isinstance(error, grpc.aio.AioRpcError)
-                      else f"no answer in {timeout_seconds:g} s")
-            raise ServerUnreachableError(f"cannot reach inference server at {self.address}: {detail}; "
-                                         "check that `seedcast serve` runs there and the port is open") from None
+            detail = (
+                error.details() if isinstance(error, grpc.aio.AioRpcError) else f"no answer in {timeout_seconds:g} s"
+            )
+            raise ServerUnreachableError(
+                f"cannot reach inference server at {self.address}: {detail}; "
+                "check that `seedcast serve` runs there and the port is open"
+            ) from None
 
     async def state(self) -> pb.ServerState:
         """The server's step, fingerprint and model."""
@@ -82,15 +96,21 @@ class ServerClient:
 
     async def apply_update(self, step: int, terms: list[tuple[int, float]], sigma: float) -> pb.UpdateReply:
         """Send one update step."""
-        request = pb.UpdateRequest(step=step, sigma=sigma,
-                                   terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms])
+        request = pb.UpdateRequest(
+            step=step, sigma=sigma, terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms]
+        )
         return await self.stub.ApplyUpdate(request, metadata=self.metadata)
 
     async def sync(self, records) -> pb.UpdateReply:
         """Replay logged steps (objects with step, terms, sigma) in one Sync call."""
-        requests = [pb.UpdateRequest(step=r.step, sigma=r.sigma,
-                                     terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in r.terms])
-                    for r in records]
+        requests = [
+            pb.UpdateRequest(
+                step=r.step,
+                sigma=r.sigma,
+                terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in r.terms],
+            )
+            for r in records
+        ]
         return await self.stub.Sync(iter(requests), metadata=self.metadata)
 
     async def sample(self, request: pb.SampleRequest) -> pb.SampleReply:

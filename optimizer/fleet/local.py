@@ -62,13 +62,22 @@ class LocalFleet:
         model, fleet = self.config.model, self.config.fleet
         vllm_on_cpu = model.backend == "vllm" and model.device in ("auto", "cpu")
         return ServeConfig(
-            backend=model.backend, model=model.name, host="127.0.0.1", port=0, device=model.device,
-            dtype=model.dtype, threads=self.threads_per_server(), noise=self.config.es.noise,
-            pair_cache=fleet.pair_cache, cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
-            ready_file=str(self._ready_dir / f"server-{index}.json"), token_file=fleet.token_file,
+            backend=model.backend,
+            model=model.name,
+            host="127.0.0.1",
+            port=0,
+            device=model.device,
+            dtype=model.dtype,
+            threads=self.threads_per_server(),
+            noise=self.config.es.noise,
+            pair_cache=fleet.pair_cache,
+            cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
+            ready_file=str(self._ready_dir / f"server-{index}.json"),
+            token_file=fleet.token_file,
             metrics_port=None if fleet.local_metrics_port is None else fleet.local_metrics_port + index,
             # Local servers accept exactly the evaluator this run scores with.
-            allowed_evaluators=[self.config.task.evaluator_spec()])
+            allowed_evaluators=[self.config.task.evaluator_spec()],
+        )
 
     def start(self) -> list[str]:
         """Launch the servers and wait until all are ready; returns their addresses."""
@@ -78,8 +87,9 @@ class LocalFleet:
             command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--config", str(config_path)]
             log_path = self.logs_dir / f"server-{index}.log"
             with log_path.open("ab") as log_file:
-                self.processes.append(subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                                       stdin=subprocess.DEVNULL))
+                self.processes.append(
+                    subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                )
         deadline = time.monotonic() + self.config.fleet.start_timeout_seconds
         for index, process in enumerate(self.processes):
             self.addresses.append(self._wait_ready(index, process, deadline))
@@ -94,12 +104,16 @@ class LocalFleet:
                 return f"127.0.0.1:{json.loads(ready.read_text())['port']}"
             if process.poll() is not None:
                 self.stop()
-                raise LocalServerError(f"local server {index} exited with code {process.returncode} while "
-                                       f"loading; end of {log_path}:\n{_tail(log_path)}")
+                raise LocalServerError(
+                    f"local server {index} exited with code {process.returncode} while "
+                    f"loading; end of {log_path}:\n{_tail(log_path)}"
+                )
             time.sleep(0.2)
         self.stop()
-        raise LocalServerError(f"local server {index} did not become ready within "
-                               f"{self.config.fleet.start_timeout_seconds:g} s; see {log_path}")
+        raise LocalServerError(
+            f"local server {index} did not become ready within "
+            f"{self.config.fleet.start_timeout_seconds:g} s; see {log_path}"
+        )
 
     def peak_rss_bytes(self) -> list[int]:
         """Peak resident memory (VmHWM) of each running local server; empty where /proc is unavailable."""

@@ -57,8 +57,9 @@ class Fleet:
     async def start(self, records: list[UpdateRecord]) -> str:
         """Connect, sync every server to `records`, check agreement; returns the fingerprint."""
         fleet = self.config.fleet
-        security = ClientSecurity.from_files(fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name,
-                                             fleet.token_file)
+        security = ClientSecurity.from_files(
+            fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name, fleet.token_file
+        )
         self.remote_security = security
         self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
         if fleet.local:
@@ -92,21 +93,25 @@ class Fleet:
         state = await client.state()
         noise = state.noise or "gaussian"  # servers that predate the field draw gaussian noise
         if noise != self.config.es.noise:
-            message = (f"server {client.address} perturbs with {noise} noise but this run uses "
-                       f"es.noise={self.config.es.noise}; restart it with `seedcast serve --noise "
-                       f"{self.config.es.noise}`")
+            message = (
+                f"server {client.address} perturbs with {noise} noise but this run uses "
+                f"es.noise={self.config.es.noise}; restart it with `seedcast serve --noise "
+                f"{self.config.es.noise}`"
+            )
             if strict:
                 raise NoiseMismatchError(message)
             return f"{noise}-noise"  # fenced: it can never agree with the fleet
         if state.step > len(self.records):
-            message = (f"server {client.address} is at step {state.step} but the run log has {len(self.records)} "
-                       "steps; restart it so it reloads the base model")
+            message = (
+                f"server {client.address} is at step {state.step} but the run log has {len(self.records)} "
+                "steps; restart it so it reloads the base model"
+            )
             if strict:
                 raise FingerprintMismatchError(message)
             return f"ahead-of-log:{state.step}"
         if state.step == len(self.records):
             return state.weights_fingerprint
-        return (await client.sync(self.records[state.step:])).weights_fingerprint
+        return (await client.sync(self.records[state.step :])).weights_fingerprint
 
     def _fence(self, client: ServerClient, reason: str) -> None:
         log.error("fencing server %s: %s; it will not be used again in this run", client.address, reason)
@@ -134,13 +139,18 @@ class Fleet:
         """Apply a (logged) update on every active server; returns the agreed fingerprint."""
         self.records.append(record)
         clients = list(self.active)
-        replies = await asyncio.gather(*(c.apply_update(record.step, record.terms, record.sigma) for c in clients),
-                                       return_exceptions=True)
+        replies = await asyncio.gather(
+            *(c.apply_update(record.step, record.terms, record.sigma) for c in clients), return_exceptions=True
+        )
         fingerprints = {}
         for client, reply in zip(clients, replies, strict=True):
             if isinstance(reply, grpc.aio.AioRpcError):
-                log.warning("server %s failed to apply step %d (%s); it leaves the active set", client.address,
-                            record.step, reply.details())
+                log.warning(
+                    "server %s failed to apply step %d (%s); it leaves the active set",
+                    client.address,
+                    record.step,
+                    reply.details(),
+                )
                 client.drop_stream()
                 self.active.remove(client)
             elif isinstance(reply, BaseException):
@@ -178,8 +188,11 @@ class Fleet:
                 log.warning("fleet.servers_file: ignoring %r, not host:port", address)
                 continue
             if not (fleet.tls_ca or plaintext_allowed(host, fleet.insecure)):
-                log.warning("fleet.servers_file: ignoring %s: plaintext off loopback needs fleet.insecure=true "
-                            "(or set fleet.tls_ca)", address)
+                log.warning(
+                    "fleet.servers_file: ignoring %s: plaintext off loopback needs fleet.insecure=true "
+                    "(or set fleet.tls_ca)",
+                    address,
+                )
             else:
                 valid.append(address)
         return valid
@@ -202,8 +215,9 @@ class Fleet:
         client = ServerClient(address, self.known[address])
         try:
             await client.wait_ready(self.config.fleet.rejoin_timeout_seconds)
-            fingerprint = await asyncio.wait_for(self._sync(client, strict=False),
-                                                 self.config.fleet.connect_timeout_seconds)
+            fingerprint = await asyncio.wait_for(
+                self._sync(client, strict=False), self.config.fleet.connect_timeout_seconds
+            )
         except (ServerUnreachableError, grpc.aio.AioRpcError, asyncio.TimeoutError):
             await client.close()
             return

@@ -106,8 +106,15 @@ class FleetScheduler:
         sampling.CopyFrom(work.sampling)
         sampling.seed = member.sampling_seed
         return pb.MemberTask(
-            iteration=work.iteration, member=member.index, seed=member.seed, sign=member.sign,
-            sigma=member.sigma, sampling=sampling, expected_step=work.step, summary_only=work.summary_only)
+            iteration=work.iteration,
+            member=member.index,
+            seed=member.seed,
+            sign=member.sign,
+            sigma=member.sigma,
+            sampling=sampling,
+            expected_step=work.step,
+            summary_only=work.summary_only,
+        )
 
     def _request(self, work: IterationWork, members: list[Member]) -> pb.EvaluateRequest:
         if len(members) == 1:
@@ -137,10 +144,16 @@ class FleetScheduler:
             self.clients.remove(client)
         self.last_error = f"{client.address}: {reason}"
 
-    async def _serve_queue(self, client: ServerClient, work: IterationWork, queue: deque[Member],
-                           reports: dict[int, MemberReport], in_flight: dict[ServerClient, list[Member]],
-                           on_report: Callable[[MemberReport], None],
-                           pending: dict[ServerClient, deque[Member]]) -> None:
+    async def _serve_queue(
+        self,
+        client: ServerClient,
+        work: IterationWork,
+        queue: deque[Member],
+        reports: dict[int, MemberReport],
+        in_flight: dict[ServerClient, list[Member]],
+        on_report: Callable[[MemberReport], None],
+        pending: dict[ServerClient, deque[Member]],
+    ) -> None:
         while client in self.clients:
             # Sized by the iteration's population, not the queue left: sizing by what is left would halve the
             # messages as the queue drains and end the iteration on a long tail of one-member messages.
@@ -168,8 +181,12 @@ class FleetScheduler:
                     self.members_dropped += len(members)  # if it ever answers, those results are not used
                 else:
                     detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-                log.warning("server %s failed on member %s (%s); reassigning", client.address,
-                            ", ".join(str(m.index) for m in members), detail)
+                log.warning(
+                    "server %s failed on member %s (%s); reassigning",
+                    client.address,
+                    ", ".join(str(m.index) for m in members),
+                    detail,
+                )
                 del in_flight[client]
                 queue.extendleft(reversed([*members, *pending.pop(client, ())]))  # its claimed partner too
                 self.members_reassigned += len(members)
@@ -184,8 +201,9 @@ class FleetScheduler:
         queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed partner goes back
 
     @staticmethod
-    def _claim(client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]],
-               count: int = 1) -> list[Member]:
+    def _claim(
+        client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]], count: int = 1
+    ) -> list[Member]:
         """The next members for `client` (empty when none is left): the mirrored partner it claimed with its
         last member, else the head of the queue (claiming the partner right behind it), else an unstarted
         partner claimed by a busy server. With `count` > 1, up to that many from the head of the queue, pairs
@@ -221,8 +239,13 @@ class FleetScheduler:
         # A summary-only result's mean is exactly the mean of its per-prompt rewards (the server rounds each to
         # float32 first), so the fitness is the same either way.
         rewards = list(result.rewards) if len(result.rewards) else [result.reward_mean]
-        return MemberReport(member=member, server=server, rewards=rewards,
-                            completion_tokens=result.total_completion_tokens, timings=timings)
+        return MemberReport(
+            member=member,
+            server=server,
+            rewards=rewards,
+            completion_tokens=result.total_completion_tokens,
+            timings=timings,
+        )
 
     def _quorum_met(self, reports: dict[int, MemberReport], population: int, started: float) -> bool:
         quorum, limit = self.deadlines.quorum, self.deadlines.iteration_seconds
@@ -230,8 +253,9 @@ class FleetScheduler:
             return False
         return time.monotonic() - started >= limit and len(reports) >= math.ceil(quorum * population)
 
-    async def run_iteration(self, work: IterationWork,
-                            on_report: Callable[[MemberReport], None] = lambda report: None) -> dict[int, MemberReport]:
+    async def run_iteration(
+        self, work: IterationWork, on_report: Callable[[MemberReport], None] = lambda report: None
+    ) -> dict[int, MemberReport]:
         """Evaluate the members of `work`; returns member index → report (all, or a quorum)."""
         queue: deque[Member] = deque(work.members)
         reports: dict[int, MemberReport] = {}
@@ -245,12 +269,17 @@ class FleetScheduler:
                     busy = {task.get_name() for task in tasks}
                     idle = [c for c in self.clients if c.address not in busy]
                     if not idle and not tasks:
-                        raise FleetExhaustedError(f"no inference server left with {len(queue)} members to "
-                                                  f"evaluate; last error: {self.last_error}")
+                        raise FleetExhaustedError(
+                            f"no inference server left with {len(queue)} members to "
+                            f"evaluate; last error: {self.last_error}"
+                        )
                     for client in idle:
-                        tasks.add(asyncio.create_task(
-                            self._serve_queue(client, work, queue, reports, in_flight, on_report, pending),
-                            name=client.address))
+                        tasks.add(
+                            asyncio.create_task(
+                                self._serve_queue(client, work, queue, reports, in_flight, on_report, pending),
+                                name=client.address,
+                            )
+                        )
                 timeout = None
                 if self.deadlines.quorum is not None and self.deadlines.iteration_seconds is not None:
                     timeout = max(0.05, self.deadlines.iteration_seconds - (time.monotonic() - started))
@@ -265,8 +294,13 @@ class FleetScheduler:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
         if in_flight:
-            log.warning("iteration %d closed on a quorum of %d/%d members; abandoning %d in flight",
-                        work.iteration, len(reports), len(work.members), len(in_flight))
+            log.warning(
+                "iteration %d closed on a quorum of %d/%d members; abandoning %d in flight",
+                work.iteration,
+                len(reports),
+                len(work.members),
+                len(in_flight),
+            )
             self.members_dropped += sum(len(members) for members in in_flight.values())
             for client in in_flight:
                 client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean

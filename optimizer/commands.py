@@ -1,0 +1,194 @@
+"""What each `seedcast` subcommand does with its parsed arguments (cli.py parses and dispatches).
+
+Heavy modules are imported inside each command, so `seedcast --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shlex
+import time
+from pathlib import Path
+
+
+def new_run_config(args: argparse.Namespace, overrides: list[str]):
+    """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.run_kinds import model_folder
+
+    run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.init_from:
+        folder = model_folder(args.init_from, export_to=run_dir / "init-model")
+        logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
+        overrides = [*overrides, f"model.name={Path(folder).resolve()}"]
+    return load_config(args.config, overrides), run_dir
+
+
+def train(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.optimizer.config import ConfigError, config_reference
+    from seedcast.optimizer.run_dir import RunDirectory
+    from seedcast.optimizer.trainer import Trainer
+    from seedcast.proto.telemetry import start_metrics_server
+
+    if args.help_config:
+        print("\n".join(config_reference()))
+        return 0
+    overrides = list(args.overrides)
+    if args.servers is not None:
+        overrides.append(f"fleet.servers=[{args.servers}]")
+        if args.local is None:
+            overrides.append("fleet.local=0")
+    if args.local is not None:
+        overrides.append(f"fleet.local={args.local}")
+    if args.metrics_port is not None:
+        overrides.append(f"metrics_port={args.metrics_port}")
+    if args.resume:
+        if args.config or args.init_from:
+            raise ConfigError(
+                "--resume takes the config and weights from the run directory; drop --config / --init-from"
+            )
+        run = RunDirectory(args.resume)
+        config = run.load_config(overrides)
+    else:
+        config, run_dir = new_run_config(args, overrides)
+        run = RunDirectory.create(run_dir, config)
+    logging.getLogger("seedcast").info("run directory: %s", run.path)
+    registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
+    if config.metrics_port is not None:
+        bound = start_metrics_server(config.metrics_port, registry=registry)
+        logging.getLogger("seedcast").info("metrics on http://0.0.0.0:%d/metrics", bound)
+    started = time.perf_counter()
+    trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
+    result = asyncio.run(trainer.train())
+    plot = plot_reward_curve(run.path)
+    rows = [r for r in result.metrics if r.reward_mean is not None]
+    evals = [r for r in result.metrics if r.eval_reward is not None]
+    print(
+        f"\nfinished {result.iterations} iterations in {time.perf_counter() - started:.0f} s; "
+        f"fingerprint {result.fingerprint}"
+    )
+    if rows:
+        print(f"population reward: first iteration {rows[0].reward_mean:.3f} -> last {rows[-1].reward_mean:.3f}")
+    if len(evals) >= 2:
+        print(
+            f"eval reward (unperturbed, greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}"
+        )
+    print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
+    return 0
+
+
+def grpo(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.analysis.grpo import train_grpo
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.optimizer.run_dir import RunDirectory
+
+    config, run_dir = new_run_config(args, list(args.overrides))
+    run = RunDirectory.create(run_dir, config, update_log=False)
+    logging.getLogger("seedcast").info("run directory: %s", run.path)
+    summary = train_grpo(config, run, show_progress=not args.no_progress)
+    plot = plot_reward_curve(run.path)
+    evals = [r for r in run.metrics() if r.eval_reward is not None]
+    print(
+        f"\nfinished {summary.steps} GRPO steps in {summary.wall_seconds:.0f} s; peak memory "
+        f"{summary.peak_rss_bytes / 2**30:.2f} GiB; {summary.completion_tokens} completion tokens"
+    )
+    if len(evals) >= 2:
+        print(f"eval reward (greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}")
+    print(f"run directory: {run.path}  (model: {summary.model_dir}; reward curve: {plot})")
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.analysis.evaluate import eval_config, run_eval
+    from seedcast.optimizer.run_kinds import model_folder
+
+    if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
+        args.model = str(Path(model_folder(args.model, export_to=Path(args.out) / "model")).resolve())
+    config = eval_config(
+        args.model,
+        args.task,
+        args.data,
+        args.evaluator,
+        args.limit,
+        args.seed,
+        args.servers,
+        args.local,
+        args.overrides,
+    )
+    results = asyncio.run(run_eval(config, eval_options(args), Path(args.out)))
+    curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
+    entropy = results["mean_token_entropy"]
+    print(
+        f"{results['problems']} problems x {args.n} samples: {curve}; mean token entropy "
+        f"{'n/a' if entropy is None else f'{entropy:.3f} nats'}; distinct answers/problem "
+        f"{results['distinct_answers_per_problem']:.2f}; truncated {results['truncation_rate']:.1%}"
+    )
+    print(f"wrote {args.out}/results.json, samples.jsonl and pass_at_k.png")
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from seedcast.inference_server.model_source import BUNDLED_MODEL
+    from seedcast.optimizer.analysis.compare import evaluate_entries, measure_geometry, parse_entry, training_info
+    from seedcast.optimizer.analysis.evaluate import eval_config
+    from seedcast.optimizer.analysis.report import write_report
+    from seedcast.optimizer.config import ConfigError
+
+    entries = [parse_entry(text) for text in args.entries]
+    labels = [e.label for e in entries]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"labels must differ, got {labels}; name entries as LABEL=PATH")
+    out = Path(args.out)
+    options = eval_options(args)
+
+    def make_config(model: str):
+        return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
+
+    make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
+    evaluate_entries(entries, out, make_config, options)
+    for entry in entries:
+        if entry.kind in ("es", "grpo"):
+            entry.training = training_info(entry)
+    if not args.no_geometry:
+        measure_geometry(entries, args.delta_threshold, out)
+    write_report(entries, out, shlex.join(["seedcast", *args.argv]))
+    print((out / "report.md").read_text())
+    print(f"wrote {out}/report.md, compare.json and plots")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.export import export_run
+
+    summary = export_run(args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps)
+    match = summary["matches_servers"]
+    verdict = "" if match is None else f" ({'matches' if match else 'DIFFERS FROM'} the servers' fingerprint)"
+    print(f"wrote {args.out}: {summary['steps']} steps replayed, fingerprint {summary['fingerprint']}{verdict}")
+    return 0 if summary["matches_servers"] is not False else 1
+
+
+def plot(args: argparse.Namespace) -> int:
+    from seedcast.optimizer.analysis.plots import plot_reward_curve
+
+    print(plot_reward_curve(args.run_dir, args.out))
+    return 0
+
+
+def eval_options(args: argparse.Namespace):
+    """EvalOptions from the options `cli._add_sampling_options` defines."""
+    from seedcast.optimizer.analysis.evaluate import EvalOptions
+
+    return EvalOptions(
+        n=args.n,
+        ks=sorted({int(k) for k in args.k.split(",")}),
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        entropy=not args.no_entropy,
+        seed=args.seed,
+    )
