@@ -1,5 +1,6 @@
 """Dataset loaders: files in the layouts of the public GSM8K, MATH-500, AIME and DeepScaleR
-releases, generic JSONL / JSON / Parquet with a field mapping, the offline synthetic task, and the
+releases, generic JSONL / JSON / Parquet with a field mapping, the offline synthetic and Countdown
+tasks, and the
 Hugging Face hub (when it is reachable and `datasets` is installed).
 
 Field paths are dotted and may index lists: `prompt.0.content`, `reward_model.ground_truth`.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from seedcast.evaluators.base import Problem
+from seedcast.evaluators.countdown import countdown_problems
 from seedcast.evaluators.synthetic import synthetic_problems
 from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, TASKS
 from seedcast.proto.errors import SeedcastError
@@ -37,7 +39,8 @@ class DatasetSpec:
     limit: int | None = None
     synthetic_size: int = 2000
     synthetic_difficulty: int = 2
-    synthetic_seed: int = 0
+    synthetic_seed: int = 0  # the seed of generated problems (synthetic and countdown)
+    countdown_difficulty: int = 2
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -122,6 +125,8 @@ def load_problems(spec: DatasetSpec) -> list[Problem]:
     """All problems of a dataset spec (at most `limit`)."""
     if spec.kind == "synthetic":
         problems = synthetic_problems(spec.synthetic_size, spec.synthetic_difficulty, spec.synthetic_seed)
+    elif spec.kind == "countdown":
+        problems = countdown_problems(spec.synthetic_size, spec.countdown_difficulty, spec.synthetic_seed)
     elif spec.kind == "hf":
         problems = _problems_from_records(_hub_records(spec), spec, spec.path or "hub")
     elif spec.kind in FILE_KINDS:

@@ -1,7 +1,7 @@
 """Evaluator specs → evaluator objects.
 
 A spec is one of:
-- a built-in name: `gsm8k`, `math`, `synthetic`, `format` / `format-boxed`, `format-number`;
+- a built-in name: `gsm8k`, `math`, `synthetic`, `countdown`, `format` / `format-boxed`, `format-number`;
 - `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
 - `module:callable`, where the callable takes (completion, reference) and returns a float in
   [0, 1] or None, or is a zero-argument factory/class whose instance has `score_batch`;
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from seedcast.evaluators.base import Evaluator, FunctionEvaluator
+from seedcast.evaluators.countdown import countdown_reward
 from seedcast.evaluators.format_reward import boxed_format_reward, number_format_reward
 from seedcast.evaluators.gsm8k import gsm8k_reward
 from seedcast.evaluators.synthetic import synthetic_reward
@@ -33,6 +34,7 @@ def _math() -> Evaluator:
 BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {
     "gsm8k": lambda: FunctionEvaluator(gsm8k_reward, "gsm8k"),
     "synthetic": lambda: FunctionEvaluator(synthetic_reward, "synthetic"),
+    "countdown": lambda: FunctionEvaluator(countdown_reward, "countdown"),
     "math": _math,
     "format": lambda: FunctionEvaluator(boxed_format_reward, "format"),
     "format-boxed": lambda: FunctionEvaluator(boxed_format_reward, "format-boxed"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from seedcast.evaluators.countdown import COUNTDOWN_INSTRUCTION
 from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION, gsm8k_reference
 from seedcast.evaluators.math_answer import MATH_INSTRUCTION
 from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION
@@ -39,10 +40,12 @@ TASKS: dict[str, Task] = {
     "parquet": Task("math"),
     # Generated offline, no records.
     "synthetic": Task("synthetic"),
+    "countdown": Task("countdown"),
     # A Hugging Face hub dataset (task.path is its id), when the hub is reachable.
     "hf": Task("math"),
 }
-FILE_KINDS = tuple(kind for kind in TASKS if kind not in ("hf", "synthetic"))
+GENERATED_KINDS = ("synthetic", "countdown")
+FILE_KINDS = tuple(kind for kind in TASKS if kind not in ("hf", *GENERATED_KINDS))
 DATASET_KINDS = tuple(TASKS)
 
 # evaluator spec -> the instruction asking for the answer format it parses ("" for all others)
@@ -50,6 +53,7 @@ INSTRUCTIONS: dict[str, str] = {
     "synthetic": SYNTHETIC_INSTRUCTION,
     "gsm8k": GSM8K_INSTRUCTION,
     "math": MATH_INSTRUCTION,
+    "countdown": COUNTDOWN_INSTRUCTION,
 }
 
 

@@ -61,11 +61,12 @@ def evaluate_member(
     sigma: float,
     sign: int,
     sampling: Sampling,
+    stochastic_rounding: bool = False,
 ) -> MemberOutcome:
     """Evaluate the member (seed, sign·σ) on the prompts; weights are restored whatever happens."""
     started = time.perf_counter()
     try:
-        backend.perturb(seed, sigma, sign)
+        backend.perturb(seed, sigma, sign, stochastic_rounding)
         perturbed = time.perf_counter()
         completions = backend.generate(prompts, sampling, system_prompt)
         generated = time.perf_counter()

@@ -33,6 +33,7 @@ from seedcast.inference_server.validation import (
 )
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.reward_bytes import encode_rewards
 from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.server")
@@ -144,6 +145,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                         task.sigma,
                         task.sign,
                         sampling,
+                        task.stochastic_rounding,
                     ),
                 )
             self._record(outcome)
@@ -167,6 +169,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         if not task.summary_only:
             result.rewards.extend(outcome.rewards)
             result.completion_tokens.extend(outcome.completion_tokens)
+        if task.per_prompt_q8:
+            result.prompt_rewards_q8 = encode_rewards(outcome.rewards)
         return pb.EvaluateResponse(result=result)
 
     def _record(self, outcome) -> None:
@@ -186,7 +190,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 terms = check_update(request, self.step, self.limits)
                 with self.metrics.phase_seconds["update"].time():
                     try:
-                        await loop.run_in_executor(self._worker, self.backend.apply_update, terms)
+                        await loop.run_in_executor(self._worker, self.backend.apply_update, terms, request.momentum)
                     except Exception as error:
                         # Some tensors may hold the step and others not: never serve these weights.
                         self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"

@@ -139,6 +139,9 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[t
     if len(request.terms) > limits.max_update_terms:
         raise _invalid(f"at most {limits.max_update_terms} terms per update, got {len(request.terms)}")
     check_sigma(request.sigma, limits)
+    check_finite(request.momentum, "momentum")
+    if not 0.0 <= request.momentum < 1.0:
+        raise _invalid(f"momentum must be in [0, 1), got {request.momentum}")
     for index, term in enumerate(request.terms):
         check_finite(term.coeff, f"terms[{index}].coeff")
         if abs(term.coeff) > limits.max_abs_coefficient:

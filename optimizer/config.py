@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from seedcast.evaluators.countdown import LEVELS as COUNTDOWN_LEVELS
 from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, default_evaluator, default_instruction
@@ -57,7 +58,15 @@ class TaskConfig(Section):
     instruction: str | None = Field(None, description="Text appended to every problem; default follows the evaluator.")
     system_prompt: str = Field("", description="System message; empty keeps the chat template's default.")
     synthetic_difficulty: int = Field(2, description=f"Synthetic task level, one of {sorted(LEVELS)}.")
-    synthetic_size: int = Field(2000, ge=1, description="Number of synthetic problems to draw batches from.")
+    synthetic_size: int = Field(
+        2000, ge=1, description="Number of generated problems (synthetic, countdown) to draw batches from."
+    )
+    countdown_difficulty: int = Field(
+        2,
+        description=f"Countdown level, one of {sorted(COUNTDOWN_LEVELS)}: "
+        + ", ".join(f"{level}: {n} numbers up to {top}" for level, (n, top) in COUNTDOWN_LEVELS.items())
+        + ".",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TaskConfig:
@@ -68,6 +77,8 @@ class TaskConfig(Section):
             problems.append(f"task.path: dataset {self.dataset!r} needs a path (a data file, or a hub id for hf)")
         if self.synthetic_difficulty not in LEVELS:
             problems.append(f"task.synthetic_difficulty: set one of {sorted(LEVELS)}")
+        if self.countdown_difficulty not in COUNTDOWN_LEVELS:
+            problems.append(f"task.countdown_difficulty: set one of {sorted(COUNTDOWN_LEVELS)}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -92,6 +103,7 @@ class TaskConfig(Section):
             synthetic_size=self.synthetic_size,
             synthetic_difficulty=self.synthetic_difficulty,
             synthetic_seed=seed,
+            countdown_difficulty=self.countdown_difficulty,
         )
 
 
@@ -117,6 +129,25 @@ class ESConfig(Section):
         description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table "
         "of Gaussian samples, about 3x cheaper to perturb on a CPU. Servers must be started "
         "with the same `seedcast serve --noise`; local servers are.",
+    )
+    fitness: Literal["mean", "per_prompt"] = Field(
+        "mean",
+        description="mean: a member's fitness is its mean reward over the batch; per_prompt: each prompt's reward "
+        "is first centred and scaled across the population (prompts every member scores alike count for nothing, "
+        "as in GRPO's group advantages), then averaged. Results then carry one byte per prompt.",
+    )
+    momentum: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="Momentum β in seed space: servers keep a float32 velocity v = β·v + step and add v to the "
+        "master (one more float32 copy of the weights on each server). 0 = plain steps. Fixed for a run.",
+    )
+    rounding: Literal["nearest", "stochastic"] = Field(
+        "nearest",
+        description="How perturbed weights are cast to the inference dtype: nearest, or stochastic (randomness a "
+        "pure function of seed and tensor name), so perturbations below bf16's resolution survive in expectation.",
     )
 
     @field_validator("population")

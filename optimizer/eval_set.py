@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
+from seedcast.evaluators.tasks import GENERATED_KINDS
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.es.seeds import derive_seed, minibatch_indices
 
-EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of the synthetic task is drawn from another stream
+EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of a generated task is drawn from another stream
 
 
 def prompt_text(problem: Problem, instruction: str) -> str:
@@ -17,9 +18,10 @@ def prompt_text(problem: Problem, instruction: str) -> str:
 
 
 def eval_problems(config: TrainConfig, training_problems: list[Problem]) -> list[Problem]:
-    """`config.eval_size` problems: fresh synthetic ones, else a seeded sample of the training set."""
+    """`config.eval_size` problems: freshly generated ones (synthetic, countdown), else a seeded sample of the
+    training set."""
     task = config.task
-    if task.dataset == "synthetic":
+    if task.dataset in GENERATED_KINDS:
         return load_problems(task.dataset_spec(config.seed + EVAL_SEED_OFFSET))[: config.eval_size]
     indices = minibatch_indices(derive_seed(config.seed, "eval"), 0, len(training_problems), config.eval_size)
     return [training_problems[i] for i in indices]

@@ -32,8 +32,9 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     model.to(device)
     master = {name: param.data for name, param in model.named_parameters()}
     source = noise_source(config.es.noise)
+    velocity: dict = {}  # the servers' momentum buffers, rebuilt step by step (empty without momentum)
     for record in tqdm(records, desc="replaying updates", unit="step", disable=not show_progress):
-        apply_update_terms(master, record.terms, source=source)
+        apply_update_terms(master, record.terms, source=source, momentum=record.momentum, velocity=velocity)
     return model, tokenizer, weights_fingerprint(master), len(records)
 
 

@@ -45,11 +45,13 @@ class RunExistsError(SeedcastError, FileExistsError):
 
 @dataclass(frozen=True)
 class UpdateRecord:
-    """One logged ES step: master += Σ coeff·noise(seed), evaluated with σ."""
+    """One logged ES step: master += Σ coeff·noise(seed), evaluated with σ; with momentum β > 0 the sum goes
+    through the servers' float32 velocity (v = β·v + Σ, master += v)."""
 
     step: int
     sigma: float
     terms: list[tuple[int, float]]
+    momentum: float = 0.0
 
 
 def _checksum(body: dict[str, Any]) -> str:
@@ -60,6 +62,8 @@ def _checksum(body: dict[str, Any]) -> str:
 def encode_record(record: UpdateRecord) -> str:
     """The log line of a record (JSON floats round-trip exactly)."""
     body = {"step": record.step, "sigma": record.sigma, "terms": [[seed, coeff] for seed, coeff in record.terms]}
+    if record.momentum:  # only when used: logs without momentum keep their bytes and checksums
+        body["momentum"] = record.momentum
     return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")) + "\n"
 
 
@@ -72,6 +76,7 @@ def _decode_record(line: str) -> UpdateRecord:
         step=int(data["step"]),
         sigma=float(data["sigma"]),
         terms=[(int(seed), float(coeff)) for seed, coeff in data["terms"]],
+        momentum=float(data.get("momentum", 0.0)),
     )
 
 
@@ -154,6 +159,12 @@ class RunDirectory:
         self.logs_path.mkdir(exist_ok=True)
         config = load_config(base=snapshot, overrides=overrides)
         logged_noise = (snapshot.get("es") or {}).get("noise", "gaussian")  # runs from before es.noise: gaussian
+        logged_momentum = (snapshot.get("es") or {}).get("momentum", 0.0)
+        if config.es.momentum != logged_momentum:
+            raise ConfigError(
+                f"es.momentum is fixed for a run: {self.path} was trained with momentum {logged_momentum}, and its "
+                "servers' velocity follows from it; drop the es.momentum override"
+            )
         if config.es.noise != logged_noise:
             raise ConfigError(
                 f"es.noise is fixed for a run: {self.path} was trained with {logged_noise} noise, "

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.es.fitness import member_fitness
 from seedcast.optimizer.es.seeds import minibatch_indices
 from seedcast.optimizer.es.strategy import ESState, OpenES
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
@@ -123,6 +124,14 @@ class Trainer:
         rewards = [r for p in reply.problems for r in p.rewards if not math.isnan(r)]
         return sum(rewards) / len(rewards) if rewards else math.nan
 
+    def _fitness(self, reports: dict[int, MemberReport]) -> dict[int, float]:
+        """Each returned member's fitness (es.fitness); failed members get NaN and are left out of the update."""
+        if self.config.es.fitness == "mean":
+            return {index: report.fitness for index, report in reports.items()}
+        returned = {index: report.prompt_rewards for index, report in reports.items() if report.error is None}
+        fitness = member_fitness(returned, self.config.es.fitness)
+        return {index: fitness.get(index, math.nan) for index in reports}
+
     async def _iteration(self, state: ESState) -> tuple[ESState, IterationRecord]:
         scheduler = self.scheduler
         iteration = state.iteration
@@ -133,6 +142,8 @@ class Trainer:
             batch=self._batch(iteration),
             members=members,
             sampling=self._sampling(),
+            per_prompt=self.config.es.fitness == "per_prompt",
+            stochastic_rounding=self.config.es.rounding == "stochastic",
         )
         started = time.perf_counter()
         tokens = 0
@@ -167,9 +178,11 @@ class Trainer:
         await self.fleet.readmit()
         reports = await scheduler.run_iteration(work, on_report)
         bar.close()
-        fitness = {index: report.fitness for index, report in reports.items()}
+        fitness = self._fitness(reports)
         update, next_state = self.strategy.tell(state, members, fitness)
-        record = UpdateRecord(step=update.step, sigma=update.sigma, terms=update.terms)
+        record = UpdateRecord(
+            step=update.step, sigma=update.sigma, terms=update.terms, momentum=self.config.es.momentum
+        )
         self.run.append_update(record)  # logged (fsync) before any server applies it
         fingerprint = await self.fleet.broadcast(record)
         seconds = time.perf_counter() - started

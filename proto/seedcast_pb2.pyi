@@ -41,7 +41,7 @@ class PromptBatch(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
-    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only")
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,8 @@ class MemberTask(_message.Message):
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_STEP_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PER_PROMPT_Q8_FIELD_NUMBER: _ClassVar[int]
+    STOCHASTIC_ROUNDING_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     seed: int
@@ -58,7 +60,9 @@ class MemberTask(_message.Message):
     sampling: SamplingParams
     expected_step: int
     summary_only: bool
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ...) -> None: ...
+    per_prompt_q8: bool
+    stochastic_rounding: bool
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ...) -> None: ...
 
 class MemberTasks(_message.Message):
     __slots__ = ("tasks",)
@@ -89,7 +93,7 @@ class Timings(_message.Message):
     def __init__(self, perturb_seconds: _Optional[float] = ..., generate_seconds: _Optional[float] = ..., score_seconds: _Optional[float] = ..., restore_seconds: _Optional[float] = ...) -> None: ...
 
 class MemberResult(_message.Message):
-    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings", "reward_mean", "prompts_scored", "total_completion_tokens")
+    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings", "reward_mean", "prompts_scored", "total_completion_tokens", "prompt_rewards_q8")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +102,7 @@ class MemberResult(_message.Message):
     REWARD_MEAN_FIELD_NUMBER: _ClassVar[int]
     PROMPTS_SCORED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_REWARDS_Q8_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     rewards: _containers.RepeatedScalarFieldContainer[float]
@@ -106,7 +111,8 @@ class MemberResult(_message.Message):
     reward_mean: float
     prompts_scored: int
     total_completion_tokens: int
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., reward_mean: _Optional[float] = ..., prompts_scored: _Optional[int] = ..., total_completion_tokens: _Optional[int] = ...) -> None: ...
+    prompt_rewards_q8: bytes
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., reward_mean: _Optional[float] = ..., prompts_scored: _Optional[int] = ..., total_completion_tokens: _Optional[int] = ..., prompt_rewards_q8: _Optional[bytes] = ...) -> None: ...
 
 class MemberFailure(_message.Message):
     __slots__ = ("iteration", "member", "error")
@@ -143,14 +149,16 @@ class SeedCoefficient(_message.Message):
     def __init__(self, seed: _Optional[int] = ..., coeff: _Optional[float] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("step", "terms", "sigma")
+    __slots__ = ("step", "terms", "sigma", "momentum")
     STEP_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
     SIGMA_FIELD_NUMBER: _ClassVar[int]
+    MOMENTUM_FIELD_NUMBER: _ClassVar[int]
     step: int
     terms: _containers.RepeatedCompositeFieldContainer[SeedCoefficient]
     sigma: float
-    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., sigma: _Optional[float] = ...) -> None: ...
+    momentum: float
+    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., sigma: _Optional[float] = ..., momentum: _Optional[float] = ...) -> None: ...
 
 class UpdateReply(_message.Message):
     __slots__ = ("step", "weights_fingerprint")

@@ -272,3 +272,38 @@ def test_perturb_twice_without_restore_is_refused(engine):
     with pytest.raises(PerturbationStateError):
         engine.apply_update([(1, 0.1)])
     engine.restore()
+
+
+def test_stochastic_rounding_writes_the_hf_backends_weights(engine, vllm_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    hf.apply_update(UPDATE)
+    for backend in (engine, hf):
+        backend.perturb(seed=21, sigma=1e-3, sign=-1, stochastic_rounding=True)
+    try:
+        weights = engine_weights(engine)
+        hf.sync_weights()
+        name = "model.layers.1.self_attn.o_proj.weight"
+        assert torch.equal(weights[name], dict(hf.model.named_parameters())[name].detach())
+        master = master_tensor(engine, name)
+        nearest = (master - 1e-3 * noise_source("gaussian").noise(21, name, master.shape)).to(torch.bfloat16)
+        assert not torch.equal(weights[name], nearest)  # so the equality above is about the rounding
+    finally:
+        engine.restore()
+        hf.restore()
+
+
+def test_momentum_updates_match_the_hf_backend_and_the_replay(vllm_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    fresh = _engine(vllm_model_dir)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
+        fresh.apply_update(terms, momentum=0.7)
+        hf.apply_update(terms, momentum=0.7)
+        assert fresh.fingerprint() == hf.fingerprint()
+    plain = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
+        plain.apply_update(terms)
+    assert plain.fingerprint() != hf.fingerprint()  # so the equality above is about the velocity

@@ -52,13 +52,15 @@ class Backend(Protocol):
     - `perturb` sets weights to cast(master + sign * sigma * noise(seed)); `restore` makes them
       bit-identical to before the perturbation (by copying from master, never by subtracting), at the
       latest when they are next read (`sync_weights`);
-    - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order.
+    - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order; with momentum β > 0
+      it keeps a float32 velocity v and applies v = β·v + sum(...), master += v (noise.apply.apply_update_terms).
     """
 
     supports_entropy: bool  # whether generate(with_entropy=True) works; Sample refuses it otherwise
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
-        """Write the perturbed weights; only one perturbation may be active at a time."""
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+        """Write the perturbed weights; only one perturbation may be active at a time. With
+        `stochastic_rounding` the cast to a bfloat16 inference dtype rounds stochastically (noise/rounding.py)."""
 
     def restore(self) -> None:
         """Return the inference weights to cast(master), bit-exactly (the write may be deferred until
@@ -68,8 +70,9 @@ class Backend(Protocol):
         """Write any deferred restore now; generate calls it first, and so must anything else that reads
         the inference weights directly."""
 
-    def apply_update(self, terms: list[tuple[int, float]]) -> None:
-        """master += sum(coeff * noise(seed)) in float32, then re-cast the inference weights."""
+    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
+        """master += sum(coeff * noise(seed)) in float32 (through the velocity when `momentum` > 0), then re-cast
+        the inference weights."""
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

@@ -79,8 +79,9 @@ class HFBackend:
         self._mirror: dict[str, torch.Tensor] = (
             {name: torch.empty_like(param) for name, param in self.params.items()} if pair_cache else {}
         )
-        self._mirror_key: tuple[int, float, int] | None = None  # (seed, σ, sign) the cache holds
+        self._mirror_key: tuple[int, float, int, bool] | None = None  # (seed, σ, sign, rounding) the cache holds
         self.pair_cache_hits = 0
+        self.velocity: dict[str, torch.Tensor] = {}  # the momentum buffers, empty until a step uses momentum
         self._sync_inference_weights()
 
     # ----- weights -------------------------------------------------------------------------
@@ -96,11 +97,11 @@ class HFBackend:
         if self._restore_pending:
             self._sync_inference_weights()
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
-        """Write cast(master + sign·σ·ε(seed)) into the inference weights."""
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the inference weights (the cast stochastic when asked for)."""
         if self.perturbed:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
-        key = (int(seed), float(sigma), int(sign))
+        key = (int(seed), float(sigma), int(sign), bool(stochastic_rounding))
         self.perturbed = True
         self._restore_pending = False  # every inference weight is overwritten below
         if self._mirror_key == key:  # the partner of the previous member: computed with its noise
@@ -118,12 +119,12 @@ class HFBackend:
             # holds what perturbing the partner would write.
             targets = [(self.params[name], 1), *([(mirror[name], -1)] if mirror else [])]
             with torch.no_grad():
-                write_perturbed(self.master[name], self.noise, seed, name, scale, targets)
+                write_perturbed(self.master[name], self.noise, seed, name, scale, targets, stochastic_rounding)
 
         self._mirror_key = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)
         if mirror:
-            self._mirror_key = (key[0], key[1], -key[2])
+            self._mirror_key = (key[0], key[1], -key[2], key[3])
 
     def restore(self) -> None:
         """Return to cast(master), bit-exactly; the copy is written by the next sync_weights (or skipped when
@@ -131,12 +132,13 @@ class HFBackend:
         self._restore_pending = self.perturbed or self._restore_pending
         self.perturbed = False
 
-    def apply_update(self, terms: list[tuple[int, float]]) -> None:
-        """master += Σ coeff·ε(seed) in float32, then re-cast the inference weights."""
+    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
+        """master += Σ coeff·ε(seed) in float32 (through the float32 velocity when `momentum` > 0, allocated on
+        first use: one more float32 copy of the weights), then re-cast the inference weights."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self._mirror_key = None  # cached partners were computed from the old master
-        apply_update_terms(self.master, terms, self.threads, self.noise)
+        apply_update_terms(self.master, terms, self.threads, self.noise, momentum, self.velocity)
         self._sync_inference_weights()
 
     def fingerprint(self) -> str:

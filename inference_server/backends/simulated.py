@@ -26,9 +26,10 @@ class SimulatedLatencyTestBackend:
         self.latency_seconds = latency_seconds
         self.noise = noise_source(noise)
         self.master = {"w": torch.zeros(8)}
+        self.velocity: dict[str, torch.Tensor] = {}
         self.active_seed: int | None = None
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
         self.active_seed = seed * sign
 
     def restore(self) -> None:
@@ -37,8 +38,8 @@ class SimulatedLatencyTestBackend:
     def sync_weights(self) -> None:
         """Nothing is deferred here."""
 
-    def apply_update(self, terms: list[tuple[int, float]]) -> None:
-        apply_update_terms(self.master, terms, threads=1, source=self.noise)
+    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
+        apply_update_terms(self.master, terms, threads=1, source=self.noise, momentum=momentum, velocity=self.velocity)
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

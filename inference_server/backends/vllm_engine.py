@@ -125,13 +125,14 @@ class VLLMBackend:
         if self.reset_prefix_cache and not self.llm.reset_prefix_cache():
             raise RuntimeError("vLLM refused to reset its prefix cache; stale KV would corrupt rewards")
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1) -> None:
-        """Write cast(master + sign·σ·ε(seed)) on every worker."""
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+        """Write cast(master + sign·σ·ε(seed)) on every worker (the cast stochastic when asked for)."""
         if self.perturbed:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
         self.perturbed = True
         self._restore_pending = False  # every weight is overwritten
-        self.llm.collective_rpc("seedcast_perturb", args=(int(seed), float(sigma), int(sign)))
+        args = (int(seed), float(sigma), int(sign), bool(stochastic_rounding))
+        self.llm.collective_rpc("seedcast_perturb", args=args)
         self._weights_changed()
 
     def restore(self) -> None:
@@ -146,11 +147,13 @@ class VLLMBackend:
             self._restore_pending = False
             self._weights_changed()
 
-    def apply_update(self, terms: list[tuple[int, float]]) -> None:
-        """master += Σ coeff·ε(seed) in float32 on every worker, then re-cast."""
+    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
+        """master += Σ coeff·ε(seed) in float32 on every worker (through each worker's float32 velocity when
+        `momentum` > 0), then re-cast."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
-        self.llm.collective_rpc("seedcast_apply_update", args=([(int(s), float(c)) for s, c in terms],))
+        terms = [(int(s), float(c)) for s, c in terms]
+        self.llm.collective_rpc("seedcast_apply_update", args=(terms, float(momentum)))
         self._restore_pending = False  # the update writes cast(master)
         self._weights_changed()
 

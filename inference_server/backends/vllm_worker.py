@@ -141,13 +141,15 @@ class SeedcastWorkerExtension:
             if self._seedcast_path == "repack":
                 repack_layers(model)
 
-    def seedcast_perturb(self, seed: int, sigma: float, sign: int) -> None:
-        """Write cast(master + sign·σ·ε(seed)) into the engine's weights (the backend keeps the order of calls)."""
+    def seedcast_perturb(self, seed: int, sigma: float, sign: int, stochastic_rounding: bool = False) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the engine's weights (the backend keeps the order of calls);
+        with `stochastic_rounding` the float32 values are first rounded stochastically to the engine's dtype."""
         scale = float(sign) * float(sigma)
         master = self._seedcast_master
+        round_for = self._seedcast_dtype if stochastic_rounding else None
 
         def perturbed(name: str) -> torch.Tensor:
-            return perturbed_master(master[name], self._seedcast_noise, seed, name, scale)
+            return perturbed_master(master[name], self._seedcast_noise, seed, name, scale, round_for)
 
         self._seedcast_write(self._seedcast_cast_tensors(perturbed))
 
@@ -155,10 +157,18 @@ class SeedcastWorkerExtension:
         """Write cast(master) back: bit-exact, since the cast is deterministic."""
         self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
 
-    def seedcast_apply_update(self, terms: list[tuple[int, float]]) -> None:
-        """master += Σ coeff·ε(seed) in float32, terms in order, then write cast(master)."""
+    def seedcast_apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
+        """master += Σ coeff·ε(seed) in float32, terms in order (through a float32 velocity when `momentum` > 0),
+        then write cast(master)."""
+        if not hasattr(self, "_seedcast_velocity"):
+            self._seedcast_velocity: dict[str, torch.Tensor] = {}
         apply_update_terms(
-            self._seedcast_master, [(int(s), float(c)) for s, c in terms], self._seedcast_threads, self._seedcast_noise
+            self._seedcast_master,
+            [(int(s), float(c)) for s, c in terms],
+            self._seedcast_threads,
+            self._seedcast_noise,
+            momentum=float(momentum),
+            velocity=self._seedcast_velocity,
         )
         self.seedcast_restore()
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from seedcast.inference_server.noise.gaussian import GAUSSIAN
+from seedcast.inference_server.noise.rounding import check_rounding_dtype, rounding_seed, stochastic_round_to_bf16_
 from seedcast.inference_server.noise.source import NoiseSource
 
 
@@ -25,35 +26,56 @@ def write_perturbed(
     name: str,
     scale: float,
     targets: list[tuple[torch.Tensor, int]],
+    stochastic_rounding: bool = False,
 ) -> None:
     """For each (target, sign): target = cast(master + sign·scale·ε), from one noise draw.
 
     Computed per chunk as (scale·ε) + master, and master − (scale·ε) for sign −1 (negating is exact, so
     the mirrored partner gets the bits a separate perturbation would give). Tensors must be contiguous.
+    With `stochastic_rounding`, a bf16 target gets the value rounded stochastically (rounding.py), with the
+    same rounding bits for both signs, so the pair cache still gives the partner a separate perturbation's bits.
     """
     flat = master.view(-1)
     outs = sorted(((target.view(-1), sign) for target, sign in targets), key=lambda item: item[1])  # −1 first
+    for target, _ in outs:
+        if stochastic_rounding:
+            check_rounding_dtype(target.dtype)
     for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
         step = noise.mul_(scale) if source.fresh else noise.mul(scale)
         piece = flat[start:end]
         for out, sign in outs:  # a +1 target last: it reuses `step` in place
-            if sign < 0:
-                out[start:end].copy_(torch.sub(piece, step))
-            else:
-                out[start:end].copy_(step.add_(piece))
+            value = torch.sub(piece, step) if sign < 0 else step.add_(piece)
+            if stochastic_rounding and out.dtype == torch.bfloat16:
+                stochastic_round_to_bf16_(value, rounding_seed(seed, name, start))
+            out[start:end].copy_(value)
 
 
-def perturbed_master(master: torch.Tensor, source: NoiseSource, seed: int, name: str, scale: float) -> torch.Tensor:
-    """A fresh float32 tensor master + scale·ε, computed as (scale·ε) + master like write_perturbed."""
+def perturbed_master(
+    master: torch.Tensor,
+    source: NoiseSource,
+    seed: int,
+    name: str,
+    scale: float,
+    round_for: torch.dtype | None = None,
+) -> torch.Tensor:
+    """A fresh float32 tensor master + scale·ε, computed as (scale·ε) + master like write_perturbed. With
+    `round_for` bfloat16 its values are stochastically rounded to bf16 (the cast that follows is then exact)."""
+    if round_for is not None:
+        check_rounding_dtype(round_for)
+    stochastic = round_for == torch.bfloat16
     if source.fresh:  # the noise tensors themselves take the result: no second full-size tensor
         flat = master.view(-1)
-        pieces = [
-            noise.mul_(scale).add_(flat[start:end])
-            for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device)
-        ]
+        pieces = []
+        for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
+            value = noise.mul_(scale).add_(flat[start:end])
+            pieces.append(stochastic_round_to_bf16_(value, rounding_seed(seed, name, start)) if stochastic else value)
         return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).view_as(master)
     out = torch.empty_like(master, dtype=torch.float32)
     write_perturbed(master, source, seed, name, scale, [(out, 1)])
+    if stochastic:  # the table's chunks, rounded with the same per-chunk bits as write_perturbed's
+        flat_out = out.view(-1)
+        for start, end, _ in source.chunks(seed, name, flat_out.numel(), flat_out.device):
+            stochastic_round_to_bf16_(flat_out[start:end], rounding_seed(seed, name, start))
     return out
 
 
@@ -80,18 +102,33 @@ def apply_update_terms(
     terms: list[tuple[int, float]],
     threads: int | None = None,
     source: NoiseSource = GAUSSIAN,
+    momentum: float = 0.0,
+    velocity: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """master[name] += sum(coeff * noise(seed, name)) for every tensor, in float32, terms in order.
 
-    The order of the terms is fixed, so a live update and a replay of the log give identical bits.
+    With `momentum` β > 0 the sum goes into a float32 velocity instead, `velocity[name] = β·velocity[name] +
+    sum(...)`, and master += velocity[name]; `velocity` (kept by the caller from step to step, empty at the
+    base model) gains a zero tensor per name on first use. The order of the terms and of these operations is
+    fixed, so a live update and a replay of the log give identical bits.
     """
+    if momentum and velocity is None:
+        raise ValueError("momentum needs the caller's velocity buffers (a dict kept across updates)")
+    if momentum and any(name not in velocity for name in master):
+        for name, tensor in master.items():  # allocated here, once, not in the worker threads
+            velocity.setdefault(name, torch.zeros_like(tensor, dtype=torch.float32))
 
     def update_one(name: str) -> None:
         flat = master[name].view(-1)
+        target = velocity[name].view(-1) if momentum else flat
+        if momentum:
+            target.mul_(momentum)
         buffer = torch.empty_like(flat, dtype=torch.float32) if source.fresh else None
         for seed, coeff in terms:
             for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device, buffer):
-                flat[start:end].add_(noise, alpha=coeff)
+                target[start:end].add_(noise, alpha=coeff)
+        if momentum:
+            flat.add_(target)
 
     for_each_tensor(master.keys(), update_one, threads)
 

@@ -13,6 +13,12 @@ from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import AUTH_HEADER, GRPC_OPTIONS, bearer, read_secret, read_token
 
 
+def update_request(step: int, terms: list[tuple[int, float]], sigma: float, momentum: float = 0.0) -> pb.UpdateRequest:
+    """The wire form of one update step."""
+    coefficients = [pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms]
+    return pb.UpdateRequest(step=step, sigma=sigma, terms=coefficients, momentum=momentum)
+
+
 class ServerUnreachableError(SeedcastError, ConnectionError):
     """A server did not answer; the message names its address."""
 
@@ -94,23 +100,15 @@ class ServerClient:
         """The server's step, fingerprint and model."""
         return await self.stub.GetState(pb.StateRequest(), metadata=self.metadata)
 
-    async def apply_update(self, step: int, terms: list[tuple[int, float]], sigma: float) -> pb.UpdateReply:
+    async def apply_update(
+        self, step: int, terms: list[tuple[int, float]], sigma: float, momentum: float = 0.0
+    ) -> pb.UpdateReply:
         """Send one update step."""
-        request = pb.UpdateRequest(
-            step=step, sigma=sigma, terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms]
-        )
-        return await self.stub.ApplyUpdate(request, metadata=self.metadata)
+        return await self.stub.ApplyUpdate(update_request(step, terms, sigma, momentum), metadata=self.metadata)
 
     async def sync(self, records) -> pb.UpdateReply:
-        """Replay logged steps (objects with step, terms, sigma) in one Sync call."""
-        requests = [
-            pb.UpdateRequest(
-                step=r.step,
-                sigma=r.sigma,
-                terms=[pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in r.terms],
-            )
-            for r in records
-        ]
+        """Replay logged steps (objects with step, terms, sigma, momentum) in one Sync call."""
+        requests = [update_request(r.step, r.terms, r.sigma, r.momentum) for r in records]
         return await self.stub.Sync(iter(requests), metadata=self.metadata)
 
     async def sample(self, request: pb.SampleRequest) -> pb.SampleReply:

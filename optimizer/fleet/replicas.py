@@ -140,7 +140,8 @@ class Fleet:
         self.records.append(record)
         clients = list(self.active)
         replies = await asyncio.gather(
-            *(c.apply_update(record.step, record.terms, record.sigma) for c in clients), return_exceptions=True
+            *(c.apply_update(record.step, record.terms, record.sigma, record.momentum) for c in clients),
+            return_exceptions=True,
         )
         fingerprints = {}
         for client, reply in zip(clients, replies, strict=True):

@@ -34,6 +34,7 @@ from seedcast.optimizer.es.strategy import Member
 from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.errors import SeedcastError
+from seedcast.proto.reward_bytes import decode_rewards
 from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.scheduler")
@@ -59,6 +60,7 @@ class MemberReport:
     completion_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    prompt_rewards: list[float] | None = None  # per prompt, from one byte each, when the task asked for them
 
     @property
     def fitness(self) -> float:
@@ -77,6 +79,8 @@ class IterationWork:
     members: list[Member]  # each carries the σ it is evaluated at
     sampling: pb.SamplingParams
     summary_only: bool = True  # results carry the member's mean reward, not one reward per prompt
+    per_prompt: bool = False  # results also carry one byte per prompt (per-prompt fitness)
+    stochastic_rounding: bool = False  # servers cast perturbed weights with stochastic rounding
 
 
 @dataclass
@@ -114,6 +118,8 @@ class FleetScheduler:
             sampling=sampling,
             expected_step=work.step,
             summary_only=work.summary_only,
+            per_prompt_q8=work.per_prompt,
+            stochastic_rounding=work.stochastic_rounding,
         )
 
     def _request(self, work: IterationWork, members: list[Member]) -> pb.EvaluateRequest:
@@ -245,6 +251,7 @@ class FleetScheduler:
             rewards=rewards,
             completion_tokens=result.total_completion_tokens,
             timings=timings,
+            prompt_rewards=decode_rewards(result.prompt_rewards_q8) if result.prompt_rewards_q8 else None,
         )
 
     def _quorum_met(self, reports: dict[int, MemberReport], population: int, started: float) -> bool:

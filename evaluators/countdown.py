@@ -1,0 +1,211 @@
+"""Countdown: reach a target with arithmetic on given numbers, each used exactly once.
+
+The task on which Qiu et al. (2025, arXiv:2509.24372) found ES far ahead of GRPO. Problems are
+generated offline: the numbers are drawn, a random expression over all of them is built, and its
+value (a positive integer) is the target, so every problem has a solution. The difficulty knob sets
+how many numbers there are and how large they get.
+
+The reward parses the reply's expression with a small recursive-descent parser over exact
+fractions (never Python `eval`): only integers, `+ - * /` (also `×`, `÷`) and parentheses; no unary
+minus, no exponent, bounded length and nesting. A reply scores 1.0 when some expression in it uses
+exactly the problem's numbers (as a multiset) and equals the target; otherwise 0.0, including a
+reply with no parsable expression. The reference is `"4,7,9=37"` (numbers, then the target).
+
+    >>> countdown_reward("(9 - 4) * 7 + 2 = 37", "2,4,7,9=37")
+    1.0
+    >>> countdown_reward("9 * 4 + 1", "2,4,7,9=37")
+    0.0
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from fractions import Fraction
+
+from seedcast.evaluators.base import Problem
+
+COUNTDOWN_INSTRUCTION = (
+    "Reply with only an arithmetic expression that uses each number exactly once and equals the target."
+)
+# difficulty -> (how many numbers, largest number)
+LEVELS: dict[int, tuple[int, int]] = {
+    1: (2, 9),
+    2: (3, 9),
+    3: (3, 25),
+    4: (4, 9),
+    5: (4, 25),
+    6: (5, 25),
+}
+MAX_TARGET = 1000
+MAX_EXPRESSION_CHARS = 200  # longer runs are not answers to these problems; refuse before parsing
+MAX_DEPTH = 32  # parentheses nested deeper than this are refused (no recursion blow-up)
+_SYNONYMS = {"×": "*", "÷": "/"}
+_EXPRESSION_RUN = re.compile(r"[0-9+\-*/×÷() .=]+")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([+\-*/×÷()]))")
+
+
+class ExpressionError(ValueError):
+    """Text that is not an expression this task accepts."""
+
+
+def _apply(operator: str, left: Fraction, right: Fraction) -> Fraction:
+    if operator == "+":
+        return left + right
+    if operator == "-":
+        return left - right
+    if operator == "*":
+        return left * right
+    if right == 0:
+        raise ExpressionError("division by zero")
+    return left / right
+
+
+def _tokens(text: str) -> list[str]:
+    tokens, position = [], 0
+    text = text.strip()
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if not match:
+            raise ExpressionError(f"unexpected {text[position : position + 10]!r}")
+        tokens.append(match.group(1) or _SYNONYMS.get(match.group(2), match.group(2)))
+        position = match.end()
+    return tokens
+
+
+class _Parser:
+    """expression := term (('+'|'-') term)*; term := factor (('*'|'/') factor)*; factor := INT | '(' expression ')'"""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.position = 0
+        self.numbers: list[int] = []
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def _take(self) -> str:
+        token = self._peek()
+        if token is None:
+            raise ExpressionError("the expression ends too early")
+        self.position += 1
+        return token
+
+    def parse(self) -> Fraction:
+        value = self._expression(0)
+        if self._peek() is not None:
+            raise ExpressionError(f"unexpected {self._peek()!r} after the expression")
+        return value
+
+    def _expression(self, depth: int) -> Fraction:
+        value = self._term(depth)
+        while self._peek() in ("+", "-"):
+            value = _apply(self._take(), value, self._term(depth))
+        return value
+
+    def _term(self, depth: int) -> Fraction:
+        value = self._factor(depth)
+        while self._peek() in ("*", "/"):
+            value = _apply(self._take(), value, self._factor(depth))
+        return value
+
+    def _factor(self, depth: int) -> Fraction:
+        token = self._take()
+        if token == "(":
+            if depth >= MAX_DEPTH:
+                raise ExpressionError(f"parentheses nested deeper than {MAX_DEPTH}")
+            value = self._expression(depth + 1)
+            if self._take() != ")":
+                raise ExpressionError("unbalanced parentheses")
+            return value
+        if token.isdigit():
+            self.numbers.append(int(token))
+            return Fraction(int(token))
+        raise ExpressionError(f"expected a number or '(', got {token!r}")
+
+
+def evaluate_expression(text: str) -> tuple[Fraction, list[int]]:
+    """The exact value of an expression and the numbers it uses, in order; ExpressionError otherwise."""
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ExpressionError(f"longer than {MAX_EXPRESSION_CHARS} characters")
+    tokens = _tokens(text)
+    if not tokens:
+        raise ExpressionError("empty")
+    parser = _Parser(tokens)
+    return parser.parse(), parser.numbers
+
+
+def parse_reference(reference: str) -> tuple[list[int], int] | None:
+    """`"4,7,9=37"` -> ([4, 7, 9], 37); None when it is not of that form."""
+    numbers, _, target = reference.partition("=")
+    try:
+        return [int(n) for n in numbers.split(",")], int(target)
+    except ValueError:
+        return None
+
+
+def candidate_expressions(completion: str) -> list[str]:
+    """Every side of every '='-separated run of expression characters in the reply, last run first."""
+    candidates = []
+    for run in reversed(_EXPRESSION_RUN.findall(completion)):
+        candidates.extend(side.strip(" .") for side in run.split("=") if any(c.isdigit() for c in side))
+    return candidates
+
+
+def countdown_reward(completion: str, reference: str) -> float | None:
+    """1.0 if an expression in the reply uses exactly the numbers and equals the target, else 0.0;
+    None when the reference is malformed."""
+    parsed = parse_reference(reference)
+    if parsed is None:
+        return None
+    numbers, target = parsed
+    wanted = Counter(numbers)
+    for candidate in candidate_expressions(completion):
+        try:
+            value, used = evaluate_expression(candidate)
+        except ExpressionError:
+            continue
+        if Counter(used) == wanted and value == target:
+            return 1.0
+    return 0.0
+
+
+def _random_solution(rng: random.Random, numbers: list[int]) -> tuple[str, Fraction]:
+    """A random expression using every number once, and its value."""
+    parts = [(str(n), Fraction(n)) for n in numbers]
+    while len(parts) > 1:
+        left = parts.pop(rng.randrange(len(parts)))
+        right = parts.pop(rng.randrange(len(parts)))
+        operator = rng.choice("+-*/")
+        if operator == "/" and (right[1] == 0 or (left[1] / right[1]).denominator != 1):
+            operator = rng.choice("+*")  # keep every intermediate value an integer, as people would
+        if operator == "-" and left[1] < right[1]:
+            left, right = right, left
+        parts.append((f"({left[0]} {operator} {right[0]})", _apply(operator, left[1], right[1])))
+    text, value = parts[0]
+    return text[1:-1] if text.startswith("(") else text, value
+
+
+def countdown_problems(count: int, difficulty: int = 2, seed: int = 0) -> list[Problem]:
+    """`count` solvable problems of a difficulty level, a pure function of (count, difficulty, seed)."""
+    if difficulty not in LEVELS:
+        raise ValueError(f"countdown difficulty must be one of {sorted(LEVELS)}, got {difficulty}")
+    how_many, largest = LEVELS[difficulty]
+    rng = random.Random(f"seedcast-countdown:{difficulty}:{seed}")
+    problems = []
+    while len(problems) < count:
+        numbers = [rng.randint(1, largest) for _ in range(how_many)]
+        _, value = _random_solution(rng, numbers)
+        if value.denominator != 1 or not 1 <= value <= MAX_TARGET:
+            continue
+        target = int(value)
+        listed = ", ".join(map(str, numbers))
+        problems.append(
+            Problem(
+                prompt=f"Using the numbers {listed}, make {target}. Use +, -, * and /, and each number exactly once.",
+                reference=f"{','.join(map(str, numbers))}={target}",
+                problem_id=f"countdown-{difficulty}-{seed}-{len(problems)}",
+            )
+        )
+    return problems

@@ -1,0 +1,63 @@
+"""A member's fitness from its rewards, before shaping: the mean, or per-prompt normalised.
+
+`mean` (the default): a member's fitness is its mean reward over the iteration's prompts.
+
+`per_prompt`: prompt difficulty is the largest variance in a member's mean reward, and it says
+nothing about the perturbation. Each prompt's rewards are centred and scaled across the population
+first (as GRPO normalises a prompt's group of samples), so a prompt every member scores alike adds
+nothing, and a prompt that separates members adds the same weight however hard it is; the member's
+fitness is the mean of its normalised rewards. Centring alone would change nothing after z-score
+shaping (it subtracts the same constant from every member), so the scaling is the point.
+
+    >>> per_prompt_fitness({0: [1.0, 0.0], 1: [0.0, 0.0]})
+    {0: 0.5, 1: -0.5}
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+FITNESS_MODES = ("mean", "per_prompt")
+
+
+def mean_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
+    """Member -> mean of its scorable (non-NaN) prompt rewards; NaN when none is scorable."""
+    fitness = {}
+    for member, values in rewards.items():
+        scored = [r for r in values if not math.isnan(r)]
+        fitness[member] = sum(scored) / len(scored) if scored else math.nan
+    return fitness
+
+
+def per_prompt_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
+    """Member -> mean over prompts of (reward − prompt mean) / prompt std across the members; prompts where
+    the members do not differ count 0; NaN rewards (not scorable) are left out of both."""
+    members = sorted(rewards)
+    if not members:
+        return {}
+    lengths = {len(rewards[m]) for m in members}
+    if len(lengths) != 1:
+        raise ValueError(f"members answered different numbers of prompts: {sorted(lengths)}")
+    matrix = np.array([rewards[m] for m in members], dtype=np.float64)  # members × prompts
+    scored = ~np.isnan(matrix)
+    counts = scored.sum(axis=0)
+    filled = np.where(scored, matrix, 0.0)
+    means = filled.sum(axis=0) / np.maximum(counts, 1)
+    deviations = np.where(scored, matrix - means, 0.0)
+    stds = np.sqrt((deviations**2).sum(axis=0) / np.maximum(counts, 1))
+    informative = stds > 1e-12
+    normalised = np.where(scored & informative, deviations / np.where(informative, stds, 1.0), 0.0)
+    per_member = scored.sum(axis=1)
+    fitness = np.where(per_member > 0, normalised.sum(axis=1) / np.maximum(per_member, 1), np.nan)
+    return {m: float(f) for m, f in zip(members, fitness, strict=True)}
+
+
+def member_fitness(rewards: dict[int, list[float]], mode: str) -> dict[int, float]:
+    """Fitness of the members that returned, by mode (see the module docstring)."""
+    if mode == "mean":
+        return mean_fitness(rewards)
+    if mode == "per_prompt":
+        return per_prompt_fitness(rewards)
+    raise ValueError(f"unknown fitness mode {mode!r}; choose one of {', '.join(FITNESS_MODES)}")
