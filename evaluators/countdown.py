@@ -3,13 +3,17 @@
 The task on which Qiu et al. (2025, arXiv:2509.24372) found ES far ahead of GRPO. Problems are
 generated offline: the numbers are drawn, a random expression over all of them is built, and its
 value (a positive integer) is the target, so every problem has a solution. The difficulty knob sets
-how many numbers there are and how large they get.
+how many numbers there are and how large they get; on the bundled SmolLM2-135M-Instruct only level 1
+(two numbers up to 9) has a base pass@16 inside the 0.15-0.6 band ES experiments need (0.27 at T = 1,
+32 tokens; level 2: 0.06; docs/es-options.md).
 
 The reward parses the reply's expression with a small recursive-descent parser over exact
 fractions (never Python `eval`): only integers, `+ - * /` (also `×`, `÷`) and parentheses; no unary
-minus, no exponent, bounded length and nesting. A reply scores 1.0 when some expression in it uses
-exactly the problem's numbers (as a multiset) and equals the target; otherwise 0.0, including a
-reply with no parsable expression. The reference is `"4,7,9=37"` (numbers, then the target).
+minus, no exponent, bounded length and nesting. The reply's answer is its last expression with an
+operator (`= 37` and other bare numbers are skipped, so `(9 - 4) * 7 + 2 = 37` answers with its left
+side); it scores 1.0 when it uses exactly the problem's numbers (as a multiset) and equals the target,
+otherwise 0.0, as does a reply with no parsable expression. Only the last expression counts, so a
+reply cannot collect the reward by listing many attempts. The reference is `"4,7,9=37"`.
 
     >>> countdown_reward("(9 - 4) * 7 + 2 = 37", "2,4,7,9=37")
     1.0
@@ -146,29 +150,38 @@ def parse_reference(reference: str) -> tuple[list[int], int] | None:
 
 
 def candidate_expressions(completion: str) -> list[str]:
-    """Every side of every '='-separated run of expression characters in the reply, last run first."""
+    """Every side of every '='-separated run of expression characters in the reply, the last first."""
     candidates = []
     for run in reversed(_EXPRESSION_RUN.findall(completion)):
-        candidates.extend(side.strip(" .") for side in run.split("=") if any(c.isdigit() for c in side))
+        sides = [side.strip(" .") for side in run.split("=")]
+        candidates.extend(side for side in reversed(sides) if any(c.isdigit() for c in side))
     return candidates
 
 
-def countdown_reward(completion: str, reference: str) -> float | None:
-    """1.0 if an expression in the reply uses exactly the numbers and equals the target, else 0.0;
-    None when the reference is malformed."""
-    parsed = parse_reference(reference)
-    if parsed is None:
-        return None
-    numbers, target = parsed
-    wanted = Counter(numbers)
+def final_expression(completion: str) -> tuple[Fraction, list[int]] | None:
+    """The reply's answer: its last expression that parses and applies an operator; None when it has none."""
     for candidate in candidate_expressions(completion):
         try:
             value, used = evaluate_expression(candidate)
         except ExpressionError:
             continue
-        if Counter(used) == wanted and value == target:
-            return 1.0
-    return 0.0
+        if len(used) >= 2:
+            return value, used
+    return None
+
+
+def countdown_reward(completion: str, reference: str) -> float | None:
+    """1.0 if the reply's last expression uses exactly the numbers and equals the target, else 0.0; None when
+    the reference is malformed."""
+    parsed = parse_reference(reference)
+    if parsed is None:
+        return None
+    numbers, target = parsed
+    answer = final_expression(completion)
+    if answer is None:
+        return 0.0
+    value, used = answer
+    return 1.0 if Counter(used) == Counter(numbers) and value == target else 0.0
 
 
 def _random_solution(rng: random.Random, numbers: list[int]) -> tuple[str, Fraction]:
@@ -187,7 +200,7 @@ def _random_solution(rng: random.Random, numbers: list[int]) -> tuple[str, Fract
     return text[1:-1] if text.startswith("(") else text, value
 
 
-def countdown_problems(count: int, difficulty: int = 2, seed: int = 0) -> list[Problem]:
+def countdown_problems(count: int, difficulty: int = 1, seed: int = 0) -> list[Problem]:
     """`count` solvable problems of a difficulty level, a pure function of (count, difficulty, seed)."""
     if difficulty not in LEVELS:
         raise ValueError(f"countdown difficulty must be one of {sorted(LEVELS)}, got {difficulty}")

@@ -40,7 +40,7 @@ class DatasetSpec:
     synthetic_size: int = 2000
     synthetic_difficulty: int = 2
     synthetic_seed: int = 0  # the seed of generated problems (synthetic and countdown)
-    countdown_difficulty: int = 2
+    countdown_difficulty: int = 1
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

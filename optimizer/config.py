@@ -62,8 +62,9 @@ class TaskConfig(Section):
         2000, ge=1, description="Number of generated problems (synthetic, countdown) to draw batches from."
     )
     countdown_difficulty: int = Field(
-        2,
-        description=f"Countdown level, one of {sorted(COUNTDOWN_LEVELS)}: "
+        1,
+        description="Countdown level (1 is the one where the bundled model's base pass@16 at T = 1 is 0.27, "
+        f"docs/es-options.md), one of {sorted(COUNTDOWN_LEVELS)}: "
         + ", ".join(f"{level}: {n} numbers up to {top}" for level, (n, top) in COUNTDOWN_LEVELS.items())
         + ".",
     )

@@ -48,6 +48,8 @@ def test_right_expressions_score_one(reply):
         "4 * 9 + 7 - 2 * 2",  # right value needs 2 twice
         "2 * 4 * 7 - 9",  # uses each number once, wrong value (47)
         "37",  # the target alone
+        "(9 - 4) * 7 + 2, or maybe 9 * 4 + 1",  # only the last expression counts: no spraying attempts
+        "(9 - 4) * 7 + 2 = 38 - 1",  # the last side is the answer
     ],
 )
 def test_wrong_expressions_score_zero(reply):
