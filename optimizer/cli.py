@@ -44,6 +44,13 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
     parser.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
+    parser.add_argument(
+        "--exclude-training-seeds",
+        default="",
+        metavar="SEEDS",
+        help="drop held-out problems a training run with one of these seeds could draw (generated tasks), e.g. "
+        "0,1,2; the rest are disjoint from every such run's problems",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_options(compare)
     compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
     compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
+    compare.add_argument(
+        "--claims",
+        default=None,
+        metavar="FILE",
+        help="also check the ES papers' claims on these entries (labelled METHOD[:BUDGET][@SEED], e.g. grpo@0, "
+        "es:wall@1; see optimizer/analysis/claims.py) and write them into FILE under the task's name",
+    )
+    compare.add_argument("--claims-task", default=None, help="the task's name in the claims file (default: --task)")
     compare.add_argument(
         "--delta-threshold",
         type=float,

@@ -156,8 +156,16 @@ def compare(args: argparse.Namespace) -> int:
             entry.training = training_info(entry)
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
-    write_report(entries, out, shlex.join(["seedcast", *args.argv]))
+    command = shlex.join(["seedcast", *args.argv])
+    write_report(entries, out, command)
     print((out / "report.md").read_text())
+    if args.claims:
+        from seedcast.optimizer.analysis.claims import write_claims
+
+        part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
+        for claim in part["claims"]:
+            print(f"claim {claim['claim']}: {claim['verdict']}")
+        print(f"wrote the {args.claims_task or args.task} claims to {args.claims}")
     print(f"wrote {out}/report.md, compare.json and plots")
     return 0
 
@@ -191,4 +199,5 @@ def eval_options(args: argparse.Namespace):
         max_tokens=args.max_tokens,
         entropy=not args.no_entropy,
         seed=args.seed,
+        exclude_seeds=[int(s) for s in args.exclude_training_seeds.split(",") if s.strip()],
     )

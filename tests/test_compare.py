@@ -122,11 +122,18 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         assert len(training["eval_reward_curve"]) == 3  # base, then after each of the 2 steps
     assert entries["base"]["geometry"] is None and entries["base"]["training"] == {}
     assert entries["es"]["results"]["problems"] == entries["grpo"]["results"]["problems"] == 4
+    assert entries["es"]["training"]["completions"] == 2 * 4 * 2  # iterations x members x problems
     # A second compare reuses the cached evaluations (same options) instead of sampling again.
     cached = out / "evals" / "es" / "results.json"
     before = cached.stat().st_mtime_ns
-    assert main([*args, "--no-geometry"]) == 0
+    claims = tmp_path / "claims.json"
+    assert main([*args, "--no-geometry", "--claims", str(claims), "--claims-task", "tiny"]) == 0
     assert cached.stat().st_mtime_ns == before
+    checked = {c["claim"]: c for c in json.loads(claims.read_text())["tasks"]["tiny"]["claims"]}
+    assert {"es_matches_grpo_at_pass_at_1", "es_beats_grpo_at_large_k", "es_keeps_entropy_grpo_collapses"} <= set(
+        checked
+    )
+    assert all(c["verdict"] in ("reproduced", "not reproduced", "mixed") for c in checked.values())
     assert "Parameter geometry" not in (out / "report.md").read_text()
     # An eval folder is an entry as it is.
     assert (

@@ -126,3 +126,16 @@ def test_sample_calls_of_a_failed_server_go_to_another():
 
     replies = asyncio.run(main())
     assert len(replies) == 12 and all(len(reply.problems[0].completions) == 3 for reply in replies)
+
+
+def test_held_out_problems_are_disjoint_from_every_excluded_training_seed():
+    from seedcast.evaluators.datasets import load_problems
+    from seedcast.optimizer.analysis.evaluate import eval_config, held_out_problems
+
+    config = eval_config("smollm2-135m-instruct", task="synthetic", limit=128, seed=1_000_003)
+    kept, dropped = held_out_problems(config, [0, 1, 2])
+    training = {p.prompt for seed in (0, 1, 2) for p in load_problems(config.task.dataset_spec(seed))}
+    assert len(kept) == 128 and dropped > 0  # two-digit sums repeat across seeds: some had to go
+    assert not {p.prompt for p in kept} & training
+    unfiltered, none_dropped = held_out_problems(config, [])
+    assert none_dropped == 0 and len(unfiltered) == 128 and unfiltered != kept

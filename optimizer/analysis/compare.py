@@ -41,6 +41,7 @@ class Entry:
     kind: str  # eval | es | grpo | model | spec
     results: dict | None = None
     per_problem_correct: list[list[bool]] | None = None
+    per_problem_entropy: list[float] | None = None  # mean token entropy of each problem's samples
     training: dict = field(default_factory=dict)
     geometry: dict | None = None
 
@@ -70,6 +71,8 @@ def load_eval(entry: Entry, folder: Path) -> None:
         entry.per_problem_correct = [
             [r is not None and not math.isnan(r) and r >= threshold for r in row["rewards"]] for row in rows
         ]
+        if rows and all(row.get("entropies") for row in rows):  # evaluations made with entropy, since it was saved
+            entry.per_problem_entropy = [statistics.fmean(row["entropies"]) for row in rows]
 
 
 def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, seed: int = 0) -> dict:
@@ -93,9 +96,15 @@ def training_info(entry: Entry) -> dict:
             curve.append([tokens, row.reward_mean])
         if row.eval_reward is not None:
             evals.append([tokens, row.eval_reward])
+    completions = sum(r.completions or 0 for r in rows)
+    if not completions and entry.kind == "es":  # ES rows count members; every member answers the whole batch
+        config = run.load_config()
+        per_member = config.batch_size * config.sampling.samples_per_prompt
+        completions = sum((r.members_ok or 0) + (r.members_failed or 0) for r in rows) * per_member
     return {
         "method": entry.kind,
         "steps": sum(1 for r in rows if not r.is_baseline),
+        "completions": completions,
         "wall_seconds": summary.wall_seconds if summary else sum(r.seconds or 0.0 for r in rows),
         "completion_tokens": tokens,
         "peak_rss_bytes": summary.peak_rss_bytes if summary else None,

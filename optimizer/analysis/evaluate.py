@@ -15,7 +15,7 @@ import logging
 import math
 import statistics
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 from tqdm import tqdm
 
 from seedcast.evaluators.answers import last_boxed, last_number
-from seedcast.evaluators.datasets import load_problems
+from seedcast.evaluators.base import Problem
+from seedcast.evaluators.datasets import DatasetError, load_problems
 from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.config import TrainConfig, load_config
 from seedcast.optimizer.es.seeds import derive_seed
@@ -50,6 +51,9 @@ class EvalOptions:
     entropy: bool = True
     problems_per_call: int = 4
     seed: int = 0
+    # Held-out problems that a training run with one of these seeds (same task settings) could draw are
+    # dropped before `task.limit` applies: for generated tasks, whose problems can repeat across seeds.
+    exclude_seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -182,11 +186,25 @@ def eval_config(
     return load_config(overrides=[*values, *(overrides or [])])
 
 
+def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[list[Problem], int]:
+    """The problems to evaluate (at most `task.limit`), none of which a training run with one of `exclude_seeds`
+    could have drawn; and how many were dropped for that."""
+    spec = config.task.dataset_spec(config.seed)
+    problems = load_problems(replace(spec, limit=None))
+    seen = {
+        p.prompt for seed in exclude_seeds for p in load_problems(replace(config.task.dataset_spec(seed), limit=None))
+    }
+    kept = [p for p in problems if p.prompt not in seen]
+    if not kept:
+        raise DatasetError(f"every problem of the evaluation set is also a training problem of seeds {exclude_seeds}")
+    return kept[: spec.limit] if spec.limit else kept, len(problems) - len(kept)
+
+
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
     """Start or connect the servers, sample, score, summarize; writes results.json and pass_at_k.png."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
-    problems = load_problems(config.task.dataset_spec(config.seed))
+    problems, excluded = held_out_problems(config, options.exclude_seeds)
     instruction = config.task.instruction_text()
     evaluator = config.task.evaluator_spec()
     fleet = Fleet(
@@ -231,6 +249,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         "task": config.task.dataset,
         "evaluator": evaluator,
         "options": asdict(options),
+        "excluded_as_training_problems": excluded,
         **summarize(outcomes, options),
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -244,6 +263,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
                         "reference": problem.reference,
                         "completions": list(reply_problem.completions),
                         "rewards": list(reply_problem.rewards),
+                        "entropies": list(reply_problem.mean_token_entropy),
+                        "truncated": list(reply_problem.truncated),
                     }
                 )
                 + "\n"

@@ -1,0 +1,175 @@
+"""ES against GRPO on one task, every run the comparison needs, resumable: one command per task.
+
+    python bench/es_vs_grpo.py --task synthetic --out runs/es-vs-grpo            # everything not yet done
+    python bench/es_vs_grpo.py --task countdown --out runs/es-vs-grpo --until grid
+    python bench/es_vs_grpo.py --task synthetic --out runs/es-vs-grpo --dry-run  # print the plan
+
+Runs, in order (a finished run, one with summary.json, is kept; an interrupted one is started again):
+
+1. `grid`: GRPO (TRL) at each learning rate × rollout temperature of the grid, seed 0, 10 steps;
+   the best by final greedy eval reward is GRPO's setting from then on.
+2. `grpo`: GRPO at that setting for seeds 1 and 2 (seed 0 is its grid run).
+3. `es`: ES-best (configs/es-best.yaml) at GRPO's number of completions (seed 0), and at GRPO's mean wall
+   time (seeds 0, 1, 2): iterations = GRPO's wall seconds ÷ ES-best's seconds per iteration.
+4. `hybrid`: ES-best for half of GRPO's wall time, then GRPO (`--init-from`) for half its steps.
+5. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+   from), n = 16 at T = 1, writing the task's part of docs/results/claims.json.
+
+Every run is a `seedcast` command the plan prints, so any one can be repeated by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TASKS = {
+    "synthetic": {"overrides": [], "max_tokens": 16},
+    "countdown": {
+        "overrides": ["task.dataset=countdown", "task.countdown_difficulty=1", "sampling.max_new_tokens=32"],
+        "max_tokens": 32,
+    },
+}
+GRPO_CONFIG = "configs/synthetic-cpu.yaml"
+ES_CONFIG = "configs/es-best.yaml"
+GRID = {"grpo.learning_rate": ["1e-5", "3e-5"], "grpo.temperature": ["0.7", "1.0"]}
+GRPO_STEPS = 10
+SEEDS = (0, 1, 2)
+EVAL_SEED = 1_000_003  # the held-out stream: training problems come from the run seeds 0-2
+STAGES = ("grid", "grpo", "es", "hybrid", "compare")
+
+
+class Plan:
+    """The runs of one task under OUT/TASK; `run` skips finished ones and prints every command."""
+
+    def __init__(self, task: str, out: Path, dry_run: bool) -> None:
+        self.task, self.folder, self.dry_run = task, out / task, dry_run
+        self.task_overrides = TASKS[task]["overrides"]
+
+    def run(self, name: str, subcommand: str, options: list[str], overrides: list[str]) -> Path:
+        """`seedcast SUBCOMMAND OPTIONS --run-dir OUT/TASK/NAME OVERRIDES` unless that run finished."""
+        run_dir = self.folder / name
+        if (run_dir / "summary.json").is_file():
+            return run_dir
+        full = ["seedcast", subcommand, *options, "--run-dir", str(run_dir), "--no-progress", *overrides]
+        print(shlex.join(full), flush=True)
+        if not self.dry_run:
+            shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again
+            subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
+        return run_dir
+
+    @staticmethod
+    def summary(run_dir: Path) -> dict:
+        path = run_dir / "summary.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def grid_settings() -> list[dict[str, str]]:
+    """Every combination of the grid's values."""
+    settings: list[dict[str, str]] = [{}]
+    for key, values in GRID.items():
+        settings = [{**s, key: value} for s in settings for value in values]
+    return settings
+
+
+def final_eval(run_dir: Path) -> float:
+    """The last greedy eval reward a run logged."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r["eval_reward"] for r in rows if "eval_reward" in r][-1]
+
+
+def grpo(
+    plan: Plan, name: str, setting: dict[str, str], seed: int, steps: int = GRPO_STEPS, init_from: Path | None = None
+) -> Path:
+    """A GRPO run at a grid setting."""
+    options = ["--config", GRPO_CONFIG, *(["--init-from", str(init_from)] if init_from else [])]
+    values = [f"{k}={v}" for k, v in setting.items()]
+    return plan.run(name, "grpo", options, [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values])
+
+
+def es(plan: Plan, name: str, iterations: int, seed: int) -> Path:
+    """An ES-best run."""
+    overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}"]
+    return plan.run(name, "train", ["--config", ES_CONFIG], overrides)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True, choices=sorted(TASKS))
+    parser.add_argument("--out", required=True, help="folder of the runs (OUT/TASK/...)")
+    parser.add_argument("--until", default="compare", choices=STAGES, help="stop after this stage")
+    parser.add_argument("--claims", default="docs/results/claims.json", help="claims file compare writes into")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands of the runs not yet done")
+    args = parser.parse_args()
+    plan = Plan(args.task, Path(args.out), args.dry_run)
+    stages = STAGES[: STAGES.index(args.until) + 1]
+
+    grid = {json.dumps(s): grpo(plan, "grid/" + "-".join(s.values()), s, 0) for s in grid_settings()}
+    if not all((d / "summary.json").is_file() for d in grid.values()):
+        print("# later stages depend on the grid's results", flush=True)
+        return
+    best = json.loads(max(grid, key=lambda s: final_eval(grid[s])))
+    print(f"# GRPO setting: {best}", flush=True)
+    grpo_runs = {0: grid[json.dumps(best)]}
+    if "grpo" in stages:
+        grpo_runs.update({seed: grpo(plan, f"grpo@{seed}", best, seed) for seed in SEEDS[1:]})
+    if "es" not in stages:
+        return
+    walls = [plan.summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
+    grpo_wall = sum(walls) / len(walls)
+    completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
+    probe = es(plan, "es:completions@0", completions // (16 * 32), 0)  # population x batch_size per iteration
+    probe_summary = plan.summary(probe)
+    seconds_per_iteration = probe_summary.get("wall_seconds", 1.0) / max(1, probe_summary.get("steps", 1))
+    wall_iterations = max(1, round(grpo_wall / seconds_per_iteration))
+    es_runs = {seed: es(plan, f"es:wall@{seed}", wall_iterations, seed) for seed in SEEDS}
+    if "hybrid" not in stages:
+        return
+    first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0)
+    hybrid = grpo(plan, "hybrid@0", best, 0, steps=GRPO_STEPS // 2, init_from=first)
+    if "compare" not in stages or plan.dry_run:
+        return
+    entries = [
+        "base=smollm2-135m-instruct",
+        *(f"grpo@{s}={d}" for s, d in grpo_runs.items()),
+        f"es:completions@0={probe}",
+        *(f"es:wall@{s}={d}" for s, d in es_runs.items()),
+        f"hybrid@0={hybrid}",
+    ]
+    command = [
+        "compare",
+        *entries,
+        "--out",
+        str(plan.folder / "compare"),
+        "--task",
+        args.task,
+        "--seed",
+        str(EVAL_SEED),
+        "--limit",
+        "128",
+        "--n",
+        "16",
+        "--k",
+        "1,2,4,8,16",
+        "--max-tokens",
+        str(TASKS[args.task]["max_tokens"]),
+        "--local",
+        "1",
+        "--exclude-training-seeds",
+        ",".join(map(str, SEEDS)),
+        "--claims",
+        args.claims,
+        "--claims-task",
+        args.task,
+    ]
+    print(shlex.join(["seedcast", *command]), flush=True)
+    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
+
+
+if __name__ == "__main__":
+    main()

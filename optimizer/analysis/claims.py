@@ -1,0 +1,251 @@
+"""The ES papers' claims, checked on one task's `seedcast compare` entries: claims.json, never by hand.
+
+Entries are named `METHOD[:BUDGET][@SEED]`, e.g. `base`, `grpo@0`, `es:wall@1`, `es:completions@0`,
+`hybrid@0`, with METHOD one of base, es, grpo, hybrid, format and BUDGET `completions` (the same number of
+generated completions as GRPO) or `wall` (the same wall time). Several seeds of one METHOD:BUDGET form a
+group: a problem's pass@k is the mean over its seeds, and differences between groups are paired over
+problems with a percentile bootstrap (95%).
+
+The claims (Qiu et al. 2025; Ba et al. 2026):
+
+- `es_matches_grpo_at_pass_at_1`: ES's pass@1 is not below GRPO's (the interval of ES − GRPO reaches 0
+  or lies above it);
+- `es_beats_grpo_at_large_k`: ES's pass@k at the largest k is above GRPO's;
+- `es_keeps_entropy_grpo_collapses`: GRPO lowers the token entropy against the base, and ES lowers it less;
+- `hybrid_is_best`: ES→GRPO beats both ES and GRPO at pass@1 and at the largest k;
+- `es_moves_weights_further`: ES's relative L2 change from the base is at least 10× GRPO's (the papers
+  report about 40×).
+
+Each gets `reproduced`, `not reproduced` or `mixed` (the budgets or k disagree, or the point estimate is
+on the claim's side with an interval that reaches 0), with the numbers behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
+
+METHODS = ("base", "es", "grpo", "hybrid", "format")
+BUDGETS = ("completions", "wall")
+_LABEL = re.compile(r"^(?P<method>[a-z]+)(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
+L2_RATIO_REPRODUCED = 10.0
+REPRODUCED, NOT_REPRODUCED, MIXED = "reproduced", "not reproduced", "mixed"
+
+
+@dataclass
+class Group:
+    """The seeds of one method at one budget, as compare measured them."""
+
+    method: str
+    budget: str | None
+    labels: list[str] = field(default_factory=list)
+    correct: list[list[list[bool]]] = field(default_factory=list)  # per seed, per problem, per sample
+    entropy: list[list[float]] = field(default_factory=list)  # per seed, per problem
+    relative_l2: list[float] = field(default_factory=list)
+    wall_seconds: list[float] = field(default_factory=list)
+    completions: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.method + (f":{self.budget}" if self.budget else "")
+
+    def pass_at(self, k: int) -> list[float]:
+        """Per problem, pass@k averaged over the seeds."""
+        per_seed = [[pass_at_k(len(s), sum(s), k) for s in seed] for seed in self.correct]
+        return [statistics.fmean(values) for values in zip(*per_seed, strict=True)]
+
+    def mean_entropy(self) -> list[float] | None:
+        """Per problem, mean token entropy averaged over the seeds (None without entropy)."""
+        if len(self.entropy) != len(self.correct) or not self.entropy:
+            return None
+        return [statistics.fmean(values) for values in zip(*self.entropy, strict=True)]
+
+
+def parse_label(label: str) -> tuple[str, str | None, str | None]:
+    """`es:wall@1` -> ("es", "wall", "1"); a ValueError names the grammar."""
+    match = _LABEL.match(label)
+    if not match or match["method"] not in METHODS or (match["budget"] and match["budget"] not in BUDGETS):
+        raise ValueError(
+            f"entry label {label!r} is not METHOD[:BUDGET][@SEED] with METHOD in {', '.join(METHODS)} "
+            f"and BUDGET in {', '.join(BUDGETS)}"
+        )
+    return match["method"], match["budget"], match["seed"]
+
+
+def group_entries(entries: Sequence) -> dict[str, Group]:
+    """compare's entries (with results and per-problem correctness) by METHOD[:BUDGET]."""
+    groups: dict[str, Group] = {}
+    for entry in entries:
+        method, budget, _ = parse_label(entry.label)
+        if entry.per_problem_correct is None:
+            raise ValueError(f"{entry.label}: its evaluation has no samples.jsonl; evaluate it again")
+        group = groups.setdefault(method + (f":{budget}" if budget else ""), Group(method, budget))
+        group.labels.append(entry.label)
+        group.correct.append(entry.per_problem_correct)
+        if entry.per_problem_entropy is not None:
+            group.entropy.append(entry.per_problem_entropy)
+        if entry.geometry:
+            group.relative_l2.append(entry.geometry["relative_l2"])
+        if entry.training:
+            group.wall_seconds.append(entry.training["wall_seconds"])
+            group.completions.append(entry.training.get("completions") or 0)
+    return groups
+
+
+def difference(a: list[float], b: list[float], seed: int = 0) -> dict:
+    """mean(b − a) over problems with a paired 95% bootstrap interval."""
+    if len(a) != len(b):
+        raise ValueError(f"the groups cover different problem counts ({len(a)} vs {len(b)})")
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    low, high = bootstrap_interval(diffs, seed=seed)
+    return {"mean": statistics.fmean(diffs), "ci95": [low, high]}
+
+
+def _verdict(intervals: list[dict], claim_side: int = 1, tolerate_zero: bool = False) -> str:
+    """Each interval supports the claim when it lies on `claim_side` of 0 (or reaches 0, if `tolerate_zero`);
+    all support: reproduced; none supports nor leans its way: not reproduced; otherwise mixed."""
+
+    def supports(d: dict) -> bool:
+        low, high = sorted(x * claim_side for x in d["ci95"])
+        return high >= 0 if tolerate_zero else low > 0
+
+    def leans(d: dict) -> bool:
+        return d["mean"] * claim_side > 0
+
+    if intervals and all(supports(d) for d in intervals):
+        return REPRODUCED
+    if not any(supports(d) or leans(d) for d in intervals):
+        return NOT_REPRODUCED
+    return MIXED
+
+
+def _es_groups(groups: dict[str, Group]) -> list[Group]:
+    return [g for g in groups.values() if g.method == "es"]
+
+
+def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
+    """The claims that the groups present can test, each with its verdict and numbers."""
+    claims = []
+    grpo, base, hybrid = groups.get("grpo"), groups.get("base"), groups.get("hybrid")
+    es_groups = _es_groups(groups)
+    if grpo and es_groups:
+        for k, claim, tolerate in (
+            (1, "es_matches_grpo_at_pass_at_1", True),
+            (k_max, "es_beats_grpo_at_large_k", False),
+        ):
+            numbers = {es.name: difference(grpo.pass_at(k), es.pass_at(k)) for es in es_groups}
+            claims.append(
+                {
+                    "claim": claim,
+                    "k": k,
+                    "difference": "ES − GRPO, pass@k",
+                    "numbers": numbers,
+                    "verdict": _verdict(list(numbers.values()), tolerate_zero=tolerate),
+                    "runs": sorted(grpo.labels + [label for es in es_groups for label in es.labels]),
+                }
+            )
+    if grpo and es_groups and base and base.mean_entropy() and grpo.mean_entropy():
+        grpo_drop = difference(base.mean_entropy(), grpo.mean_entropy())
+        es_vs_grpo = {
+            es.name: difference(grpo.mean_entropy(), es.mean_entropy()) for es in es_groups if es.mean_entropy()
+        }
+        verdicts = [_verdict([grpo_drop], claim_side=-1), *(_verdict([d]) for d in es_vs_grpo.values())]
+        verdict = verdicts[0] if len(set(verdicts)) == 1 else MIXED
+        claims.append(
+            {
+                "claim": "es_keeps_entropy_grpo_collapses",
+                "difference": "mean token entropy (nats)",
+                "numbers": {
+                    "grpo − base": grpo_drop,
+                    **{f"{n} − grpo": d for n, d in es_vs_grpo.items()},
+                    **{
+                        f"{es.name} − base": difference(base.mean_entropy(), es.mean_entropy())
+                        for es in es_groups
+                        if es.mean_entropy()
+                    },
+                },
+                "verdict": verdict,
+                "runs": sorted(base.labels + grpo.labels),
+            }
+        )
+    if hybrid and grpo and es_groups:
+        numbers = {
+            f"hybrid − {other.name}, pass@{k}": difference(other.pass_at(k), hybrid.pass_at(k))
+            for other in (grpo, *es_groups)
+            for k in (1, k_max)
+        }
+        claims.append(
+            {
+                "claim": "hybrid_is_best",
+                "difference": "hybrid − other, pass@k",
+                "numbers": numbers,
+                "verdict": _verdict(list(numbers.values())),
+                "runs": sorted(hybrid.labels + grpo.labels),
+            }
+        )
+    if grpo and grpo.relative_l2 and any(es.relative_l2 for es in es_groups):
+        ratios = {
+            es.name: statistics.fmean(es.relative_l2) / statistics.fmean(grpo.relative_l2)
+            for es in es_groups
+            if es.relative_l2
+        }
+        supported = [r >= L2_RATIO_REPRODUCED for r in ratios.values()]
+        verdict = REPRODUCED if all(supported) else NOT_REPRODUCED if all(r < 1 for r in ratios.values()) else MIXED
+        claims.append(
+            {
+                "claim": "es_moves_weights_further",
+                "difference": "relative L2 change, ES ÷ GRPO",
+                "numbers": ratios,
+                "threshold": L2_RATIO_REPRODUCED,
+                "verdict": verdict,
+                "runs": sorted(grpo.labels + [label for es in es_groups for label in es.labels]),
+            }
+        )
+    return claims
+
+
+def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:
+    """One row per group: pass@k with intervals over problems, seeds, wall time and completions."""
+    rows = []
+    for group in groups.values():
+        pass_rows = {}
+        for k in ks:
+            values = group.pass_at(k)
+            low, high = bootstrap_interval(values)
+            pass_rows[str(k)] = {"mean": statistics.fmean(values), "ci95": [low, high]}
+        rows.append(
+            {
+                "method": group.method,
+                "budget": group.budget,
+                "seeds": len(group.labels),
+                "runs": group.labels,
+                "pass_at_k": pass_rows,
+                "wall_seconds": statistics.fmean(group.wall_seconds) if group.wall_seconds else None,
+                "completions": statistics.fmean(group.completions) if group.completions else None,
+            }
+        )
+    return rows
+
+
+def write_claims(path: Path, task: str, entries: Sequence, ks: list[int], command: str) -> dict:
+    """Add (or replace) `task` in the claims file at `path`; returns that task's part."""
+    groups = group_entries(entries)
+    part = {
+        "command": command,
+        "problems": len(next(iter(groups.values())).correct[0]),
+        "rows": task_rows(groups, ks),
+        "claims": evaluate_claims(groups, max(ks)),
+    }
+    document = json.loads(path.read_text()) if path.is_file() else {"tasks": {}}
+    document["tasks"][task] = part
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(document, indent=2) + "\n")
+    temporary.replace(path)
+    return part
