@@ -26,7 +26,7 @@ from seedcast.inference_server.metrics import ServerMetrics
 from seedcast.inference_server.validation import (
     Limits,
     RequestError,
-    check_problems,
+    check_request_texts,
     check_task,
     check_update,
     sampling_from_proto,
@@ -93,7 +93,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         async for request in request_iterator:
             try:
                 if request.HasField("batch"):
-                    check_problems(request.batch.problems, self.limits)
+                    check_request_texts(request.batch, self.limits)
                     evaluator = await asyncio.get_running_loop().run_in_executor(
                         None, self._evaluator, request.batch.evaluator
                     )
@@ -185,21 +185,27 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         that disconnects mid-update must not leave the weights updated but the step not counted."""
         async with self._lock:
             loop = asyncio.get_running_loop()
-            for request in requests:
-                self._check_intact()
-                terms = check_update(request, self.step, self.limits)
-                with self.metrics.phase_seconds["update"].time():
-                    try:
-                        await loop.run_in_executor(self._worker, self.backend.apply_update, terms, request.momentum)
-                    except Exception as error:
-                        # Some tensors may hold the step and others not: never serve these weights.
-                        self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"
-                        log.error("weights are inconsistent: %s; restart this server", self.broken)
-                        raise RequestError(grpc.StatusCode.INTERNAL, self.broken) from error
-                self.step = request.step
-                self.metrics.step.set(self.step)
-                self.metrics.updates_applied.inc()
-            self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+            touched = False  # whether any step reached the weights
+            try:
+                for request in requests:
+                    self._check_intact()
+                    terms = check_update(request, self.step, self.limits)
+                    with self.metrics.phase_seconds["update"].time():
+                        touched = True
+                        try:
+                            await loop.run_in_executor(self._worker, self.backend.apply_update, terms, request.momentum)
+                        except Exception as error:
+                            # Some tensors may hold the step and others not: never serve these weights.
+                            self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"
+                            log.error("weights are inconsistent: %s; restart this server", self.broken)
+                            raise RequestError(grpc.StatusCode.INTERNAL, self.broken) from error
+                    self.step = request.step
+                    self.metrics.step.set(self.step)
+                    self.metrics.updates_applied.inc()
+            finally:
+                # Also after a refusal or a failure partway: the fingerprint always describes the weights held.
+                if touched:
+                    self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
 
     async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
         """Apply the next update step and answer with the new fingerprint."""
@@ -212,15 +218,23 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
 
     async def Sync(self, request_iterator, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
         """Replay a run of steps (a restarted server catching up), then answer with the fingerprint."""
-        requests = []
+        requests: list[pb.UpdateRequest] = []
+        terms = 0
         async for request in request_iterator:
-            if len(requests) >= self.limits.max_sync_steps:
+            # Each step is checked as it arrives (as the step it would be after the ones before it), so a bad
+            # stream is refused at its first bad message, before anything is applied or buffered further.
+            terms += len(request.terms)
+            try:
+                if len(requests) >= self.limits.max_sync_steps or terms > self.limits.max_sync_terms:
+                    raise RequestError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"at most {self.limits.max_sync_steps} steps and {self.limits.max_sync_terms} terms per "
+                        "Sync call; sync in several calls",
+                    )
+                check_update(request, self.step + len(requests), self.limits)
+            except RequestError as error:
                 await self._refuse(
-                    context,
-                    "Sync",
-                    RequestError(
-                        grpc.StatusCode.INVALID_ARGUMENT, f"at most {self.limits.max_sync_steps} steps per Sync call"
-                    ),
+                    context, "Sync", RequestError(error.code, f"{error.message} (server still at step {self.step})")
                 )
             requests.append(request)
         first = self.step
@@ -252,7 +266,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         """n completions per problem on the current weights, scored when an evaluator is named."""
         try:
             self._check_intact()
-            check_problems(request.problems, self.limits)
+            check_request_texts(request, self.limits)
             sampling = sampling_from_proto(request.sampling, self.limits)
             evaluator = self._evaluator(request.evaluator) if request.evaluator else None
             if request.return_entropy and not self.backend.supports_entropy:

@@ -31,10 +31,13 @@ class Limits:
     max_prompts: int = 1024
     max_tasks_per_message: int = 256
     max_prompt_chars: int = 32_768
+    max_system_prompt_chars: int = 32_768  # prepended to every prompt of the request
+    max_evaluator_chars: int = 512
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256
     max_update_terms: int = 65_536
     max_sync_steps: int = 1_000_000
+    max_sync_terms: int = 1_000_000  # over all steps of one Sync call: what one stream may make the server buffer
     max_sigma: float = 1.0
     # Far above any ES step (α·F/(N·σ)), far below float32 overflow when multiplied by the noise.
     max_abs_coefficient: float = 1e6
@@ -70,6 +73,31 @@ def check_sigma(sigma: float, limits: Limits, field: str = "sigma") -> None:
     check_finite(sigma, field)
     if not 0.0 < sigma <= limits.max_sigma:
         raise _invalid(f"{field} must be in (0, {limits.max_sigma}], got {sigma}")
+
+
+# Every string and repeated field of every request message, and the Limits field that bounds it:
+# tests/test_hostile_input.py walks the proto's descriptors, so a new field without a bound fails there.
+FIELD_BOUNDS: dict[str, str] = {
+    "PromptBatch.problems": "max_prompts",
+    "PromptBatch.evaluator": "max_evaluator_chars",
+    "PromptBatch.system_prompt": "max_system_prompt_chars",
+    "Problem.prompt": "max_prompt_chars",
+    "Problem.reference": "max_prompt_chars",
+    "MemberTasks.tasks": "max_tasks_per_message",
+    "UpdateRequest.terms": "max_update_terms",
+    "SampleRequest.problems": "max_prompts",
+    "SampleRequest.evaluator": "max_evaluator_chars",
+    "SampleRequest.system_prompt": "max_system_prompt_chars",
+}
+
+
+def check_request_texts(message: pb.PromptBatch | pb.SampleRequest, limits: Limits) -> None:
+    """The problems, the evaluator spec and the system prompt of a batch or a Sample request."""
+    check_problems(message.problems, limits)
+    if len(message.evaluator) > limits.max_evaluator_chars:
+        raise _invalid(f"evaluator is longer than {limits.max_evaluator_chars} characters")
+    if len(message.system_prompt) > limits.max_system_prompt_chars:
+        raise _invalid(f"system_prompt is longer than {limits.max_system_prompt_chars} characters")
 
 
 def check_problems(problems, limits: Limits) -> None:

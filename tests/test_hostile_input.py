@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import threading
+import time
 
 import grpc
 import pytest
@@ -224,7 +225,7 @@ def test_bounded_load_of_concurrent_callers():
 class FailingUpdateTestBackend(SimulatedLatencyTestBackend):
     """A test double whose update breaks halfway, as an out-of-memory error would."""
 
-    def apply_update(self, terms):
+    def apply_update(self, terms, momentum=0.0):
         self.master["w"] += 1.0
         raise MemoryError("simulated: out of memory halfway through the update")
 
@@ -247,5 +248,96 @@ def test_an_update_that_fails_midway_fences_the_server_itself():
             )
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "restart it" in raised.value.details()
+    finally:
+        served.stop()
+
+
+def _request_fields(message, seen: set[str]) -> list[str]:
+    """Message.field of every string, bytes and repeated field reachable from a request message."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    if message.full_name in seen:
+        return []
+    seen.add(message.full_name)
+    found = []
+    for field in message.fields:
+        if field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES) or field.is_repeated:
+            found.append(f"{message.name}.{field.name}")
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            found.extend(_request_fields(field.message_type, seen))
+    return found
+
+
+def test_every_string_and_repeated_field_of_every_request_has_a_bound():
+    from seedcast.inference_server.validation import FIELD_BOUNDS
+
+    service = pb.DESCRIPTOR.services_by_name["InferenceServer"]
+    seen: set[str] = set()
+    fields = [name for method in service.methods for name in _request_fields(method.input_type, seen)]
+    assert sorted(set(fields)) == sorted(FIELD_BOUNDS), "give every new request field a bound in validation.py"
+    assert all(hasattr(Limits(), bound) for bound in FIELD_BOUNDS.values())
+
+
+@pytest.mark.parametrize("field", ["system_prompt", "evaluator"])
+def test_oversized_system_prompts_and_evaluator_specs_are_refused(server, field):
+    sampling = pb.SamplingParams(top_p=1, max_new_tokens=1, samples_per_prompt=1)
+    request = pb.SampleRequest(problems=[pb.Problem(prompt="p")], sampling=sampling, **{field: "x" * 200_015})
+    assert _call(server.stub.Sample, request) == grpc.StatusCode.INVALID_ARGUMENT
+    batch = pb.PromptBatch(iteration=0, problems=[pb.Problem(prompt="p")], **{field: "x" * 200_015})
+    stream = server.stub.Evaluate(iter([pb.EvaluateRequest(batch=batch)]), timeout=10)
+    with pytest.raises(grpc.RpcError) as raised:
+        list(stream)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in raised.value.details()
+    _still_serving(server)
+
+
+def _update(step: int) -> pb.UpdateRequest:
+    return pb.UpdateRequest(step=step, sigma=0.1, terms=[pb.SeedCoefficient(seed=step, coeff=0.01)])
+
+
+def test_a_sync_with_a_bad_step_is_refused_and_the_fingerprint_describes_the_weights_held():
+    served = ThreadedServer(Limits(allowed_evaluators=()))
+    try:
+        base = served.stub.GetState(pb.StateRequest(), timeout=10).weights_fingerprint
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.Sync(iter([_update(1), _update(3)]), timeout=10)
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        state = served.stub.GetState(pb.StateRequest(), timeout=10)
+        assert state.weights_fingerprint == served.backend.fingerprint()
+        assert (state.step, state.weights_fingerprint) == (0, base)  # refused on arrival: nothing applied
+        reply = served.stub.Sync(iter([_update(1), _update(2)]), timeout=10)
+        assert reply.step == 2 and reply.weights_fingerprint == served.backend.fingerprint() != base
+    finally:
+        served.stop()
+
+
+def test_a_sync_stream_is_refused_at_its_first_bad_message_without_waiting_for_the_rest():
+    served = ThreadedServer(Limits(allowed_evaluators=()))
+
+    def endless():
+        yield _update(5)  # not the next step: refused at once
+        while True:  # a client that never closes its stream; the server must not wait for it
+            time.sleep(0.01)
+            yield _update(6)
+
+    try:
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.Sync(endless(), timeout=10)
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "server still at step 0" in raised.value.details()
+    finally:
+        served.stop()
+
+
+def test_a_sync_may_not_buffer_more_terms_than_its_bound():
+    served = ThreadedServer(Limits(allowed_evaluators=(), max_sync_terms=10))
+    try:
+        many = [
+            pb.UpdateRequest(step=s, sigma=0.1, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)] * 4) for s in (1, 2, 3)
+        ]
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.Sync(iter(many), timeout=10)
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "terms per Sync" in raised.value.details()
+        assert served.step == 0
     finally:
         served.stop()
