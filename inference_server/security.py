@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
@@ -53,12 +54,37 @@ class ServerSecurity:
                 f"refusing plaintext gRPC on {host}: set --tls-cert/--tls-key, bind a loopback "
                 "address, or pass --insecure on a network you trust"
             )
-        return cls(
+        security = cls(
             read_secret(cert, "TLS certificate"),
             read_secret(key, "TLS key"),
             read_secret(ca, "client CA"),
             read_token(token_file),
         )
+        if security.certificate is not None:
+            security._check_tls_files(cert, key, ca)
+        return security
+
+    def _check_tls_files(self, cert: str, key: str, ca: str | None) -> None:
+        """Refuse, naming the file, TLS material that gRPC would refuse only when the port is bound: after
+        the model has loaded, and with a message about binding."""
+        if b"-----BEGIN CERTIFICATE-----" not in self.certificate:
+            raise SecurityConfigError(f"--tls-cert {cert} holds no PEM certificate (BEGIN CERTIFICATE)")
+        if b"PRIVATE KEY-----" not in self.private_key:
+            raise SecurityConfigError(f"--tls-key {key} holds no PEM private key (BEGIN ... PRIVATE KEY)")
+        if self.client_ca is not None and b"-----BEGIN CERTIFICATE-----" not in self.client_ca:
+            raise SecurityConfigError(f"--tls-ca {ca} holds no PEM certificate (BEGIN CERTIFICATE)")
+        probe = grpc.server(ThreadPoolExecutor(max_workers=1))
+        try:
+            bound = probe.add_secure_port("127.0.0.1:0", self.credentials())
+        except RuntimeError:
+            bound = 0
+        finally:
+            probe.stop(None)
+        if not bound:
+            raise SecurityConfigError(
+                f"gRPC refuses the TLS pair: --tls-key {key} is not the private key of --tls-cert {cert} (or one of "
+                "them is damaged)"
+            )
 
     def credentials(self) -> grpc.ServerCredentials | None:
         """Server credentials for add_secure_port, or None for plaintext."""

@@ -222,7 +222,8 @@ class Trainer:
         state = ESState(iteration=len(records))
         started = time.perf_counter()
         try:
-            fingerprint = await self.fleet.start(records)
+            logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
+            fingerprint = await self.fleet.start(records, logged_fingerprint=logged)
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
             self.metrics.step.set(state.iteration)

@@ -199,3 +199,29 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
     assert second.address in answered_by[8:]  # the second joined after a Sync and took members
     assert result.metrics[-1].servers_active == 2
     assert result.fingerprint == reference_fingerprint
+
+
+def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp_path, tiny_model_dir, servers, capsys):
+    from seedcast.optimizer.cli import main
+    from seedcast.optimizer.fleet.client import ServerClient
+    from seedcast.optimizer.run_dir import UpdateRecord
+
+    honest, impostor = servers(2)
+    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **_fleet([honest])))
+
+    async def other_run_steps() -> str:  # the impostor holds another run's first two steps
+        client = ServerClient(impostor.address)
+        try:
+            other = [UpdateRecord(step=s, sigma=0.05, terms=[(10_000 + s, 0.01)]) for s in (1, 2)]
+            return (await client.sync(other)).weights_fingerprint
+        finally:
+            await client.close()
+
+    wrong = asyncio.run(other_run_steps())
+    code = main(["train", "--resume", str(run.path), "--no-progress", "--servers", impostor.address, "iterations=3"])
+    error = capsys.readouterr().err
+    assert code == 2 and impostor.address in error and wrong in error and result.fingerprint in error
+    assert len(run.updates()) == 2  # nothing trained on the wrong weights
+    # The server that trained it still holds the logged weights: the run goes on there.
+    assert main(["train", "--resume", str(run.path), "--no-progress", "--servers", honest.address, "iterations=3"]) == 0
+    assert len(run.updates()) == 3

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.security import ServerSecurity
 from seedcast.inference_server.server import start_server
+from seedcast.optimizer.cli import main
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.transport import SecurityConfigError
@@ -176,3 +177,30 @@ def test_fleet_config_refuses_plaintext_to_remote_servers(tmp_path):
     assert load_config(overrides=["fleet.servers=[10.1.2.3:50051]", "fleet.local=0", "fleet.insecure=true"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(overrides=[f"fleet.token_file={tmp_path / 'nope'}"])
+
+
+def test_bad_tls_files_are_named_before_the_model_loads(pki, tmp_path, capsys):
+    server = pki["server"]
+    cases = [
+        ((server.cert, server.cert, None), "--tls-key .* holds no PEM private key"),  # the certificate as key
+        ((server.key, server.key, None), "--tls-cert .* holds no PEM certificate"),
+        ((server.cert, pki["client"].key, None), "not the private key of --tls-cert"),  # another pair's key
+        ((server.cert, server.key, server.key), "--tls-ca .* holds no PEM certificate"),
+    ]
+    for (cert, key, ca), message in cases:
+        with pytest.raises(SecurityConfigError, match=message):
+            ServerSecurity.from_files(str(cert), str(key), ca and str(ca), None, "127.0.0.1", insecure=False)
+    # Through the CLI: a one-line error, exit 2, and no model was loaded (the model path does not even exist).
+    argv = [
+        "serve",
+        "--model",
+        str(tmp_path / "no-model"),
+        "--tls-cert",
+        str(server.cert),
+        "--tls-key",
+        str(server.cert),
+        "--port",
+        "0",
+    ]
+    assert main(argv) == 2
+    assert "holds no PEM private key" in capsys.readouterr().err

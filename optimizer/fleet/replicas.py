@@ -54,8 +54,11 @@ class Fleet:
         self.local_fleet: LocalFleet | None = None
 
     # ----- lifecycle -----------------------------------------------------------------------
-    async def start(self, records: list[UpdateRecord]) -> str:
-        """Connect, sync every server to `records`, check agreement; returns the fingerprint."""
+    async def start(self, records: list[UpdateRecord], logged_fingerprint: str | None = None) -> str:
+        """Connect, sync every server to `records`, check agreement; returns the fingerprint.
+
+        `logged_fingerprint`, the fingerprint the run recorded after its last logged step (on resume), must be
+        what every server then holds: a server with other weights at that step is refused by name."""
         fleet = self.config.fleet
         security = ClientSecurity.from_files(
             fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name, fleet.token_file
@@ -71,6 +74,14 @@ class Fleet:
         await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
         self.records = list(records)
         fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
+        if logged_fingerprint:
+            wrong = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != logged_fingerprint]
+            if wrong:
+                listing = ", ".join(f"{c.address} holds {fp}" for c, fp in wrong)
+                raise FingerprintMismatchError(
+                    f"the run logged fingerprint {logged_fingerprint} at step {len(records)}, but {listing}; "
+                    "restart those servers so they reload the base model and replay the log"
+                )
         self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(records)}")
         self.metrics.servers_up.set(len(self.active))
         return self.fingerprint
