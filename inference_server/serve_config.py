@@ -113,6 +113,12 @@ class ServeConfig(BaseModel):
         json_schema_extra={"flag": "--allow-evaluator", "metavar": "SPEC"},
     )
     max_concurrent_rpcs: int = Field(64, ge=1, description="Calls beyond this many at once get RESOURCE_EXHAUSTED.")
+    parent_pid: int | None = Field(
+        None,
+        ge=1,
+        description="Shut down when this process is no longer the server's parent (local servers of "
+        "`seedcast train --local` set it, so they never outlive a killed optimizer).",
+    )
 
     @field_validator("backend")
     @classmethod

@@ -102,6 +102,14 @@ def _write_ready_file(path: str, port: int) -> None:
     temporary.replace(target)  # atomic: a reader never sees half a file
 
 
+async def _stop_when_orphaned(parent_pid: int, stop: asyncio.Event, every_seconds: float = 0.5) -> None:
+    """Set `stop` once `parent_pid` is no longer this process's parent (it died; the server was re-parented)."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(every_seconds)
+    log.warning("parent process %d is gone; shutting down", parent_pid)
+    stop.set()
+
+
 async def serve(config: ServeConfig) -> None:
     """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
     # Checked before the (slow) model load, so a bad flag fails at once.
@@ -137,6 +145,9 @@ async def serve(config: ServeConfig) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    watchdog = asyncio.create_task(_stop_when_orphaned(config.parent_pid, stop)) if config.parent_pid else None
     await stop.wait()
+    if watchdog is not None:
+        watchdog.cancel()
     log.info("shutting down (grace %.1f s)", config.grace_seconds)
     await running.stop(config.grace_seconds)

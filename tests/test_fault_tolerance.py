@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +226,58 @@ def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp
     # The server that trained it still holds the logged weights: the run goes on there.
     assert main(["train", "--resume", str(run.path), "--no-progress", "--servers", honest.address, "iterations=3"]) == 0
     assert len(run.updates()) == 3
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting to be reaped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_local_servers_do_not_outlive_a_killed_optimizer(tmp_path, tiny_model_dir):
+    import json
+    import signal
+
+    import yaml
+
+    run_dir = tmp_path / "run"
+    optimizer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "seedcast.optimizer.cli",
+            "train",
+            "--no-progress",
+            "--run-dir",
+            str(run_dir),
+            *_overrides(tiny_model_dir, iterations=1000, **{"fleet.local": 1}),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        ready = None
+        while time.monotonic() < deadline:
+            options = run_dir / "logs" / "server-0.yaml"
+            if options.is_file():
+                ready_file = yaml.safe_load(options.read_text())["ready_file"]
+                if ready_file and Path(ready_file).exists():
+                    ready = json.loads(Path(ready_file).read_text())
+                    break
+            time.sleep(0.2)
+        assert ready, "the local server did not start"
+        assert _alive(ready["pid"])
+        optimizer.send_signal(signal.SIGKILL)
+        optimizer.wait()
+        deadline = time.monotonic() + 15
+        while _alive(ready["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(ready["pid"]), "the local server outlived its optimizer"
+    finally:
+        if optimizer.poll() is None:
+            optimizer.kill()

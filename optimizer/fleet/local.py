@@ -77,6 +77,7 @@ class LocalFleet:
             metrics_port=None if fleet.local_metrics_port is None else fleet.local_metrics_port + index,
             # Local servers accept exactly the evaluator this run scores with.
             allowed_evaluators=[self.config.task.evaluator_spec()],
+            parent_pid=os.getpid(),  # they shut down if this optimizer dies, even by SIGKILL
         )
 
     def start(self) -> list[str]:
