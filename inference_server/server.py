@@ -22,6 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from seedcast.inference_server.admission import AdmissionInterceptor
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
 from seedcast.inference_server.security import ServerSecurity, TokenAuthInterceptor
@@ -64,7 +65,9 @@ async def start_server(
     """Serve `backend` on host:port (0 = a free port) and return once it accepts calls.
 
     Metrics go to `registry` (a private one when None; `serve()` passes the process-wide one).
-    Calls beyond `max_concurrent_rpcs` are answered RESOURCE_EXHAUSTED instead of queueing unboundedly.
+    Calls beyond `max_concurrent_rpcs` are answered RESOURCE_EXHAUSTED instead of queueing unboundedly; health
+    Watch streams have a budget of their own and Check none, so no caller can starve the probes or the work
+    (admission.py).
     Without `limits`, any evaluator spec is allowed (in-process use); `seedcast serve` allows only
     built-ins, installed plugins and its --allow-evaluator specs.
     """
@@ -78,9 +81,12 @@ async def start_server(
                 security.token, on_reject=lambda method: servicer.metrics.rpc_error(method, "UNAUTHENTICATED")
             )
         )
-    server = grpc.aio.server(
-        options=GRPC_OPTIONS, interceptors=interceptors, maximum_concurrent_rpcs=max_concurrent_rpcs
+    interceptors.append(
+        AdmissionInterceptor(
+            max_concurrent_rpcs, on_reject=lambda method: servicer.metrics.rpc_error(method, "RESOURCE_EXHAUSTED")
+        )
     )
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
     pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

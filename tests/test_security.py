@@ -204,3 +204,53 @@ def test_bad_tls_files_are_named_before_the_model_loads(pki, tmp_path, capsys):
     ]
     assert main(argv) == 2
     assert "holds no PEM private key" in capsys.readouterr().err
+
+
+def test_unauthenticated_health_streams_cannot_lock_out_the_probes_or_the_work(tmp_path, tiny_model_dir, pki):
+    import asyncio
+
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.run_dir import RunDirectory
+    from seedcast.optimizer.trainer import Trainer
+    from tests.server_processes import ServerProcess
+
+    server = ServerProcess(tiny_model_dir, tmp_path, "guarded", ("--token-file", str(pki["token"])))
+    server.start()
+    channel = grpc.insecure_channel(server.address)
+    health = health_pb2_grpc.HealthStub(channel)
+    try:
+        watches = [health.Watch(health_pb2.HealthCheckRequest()) for _ in range(100)]  # > 64, no token
+        opened = sum(1 for w in watches if _first_or_refused(w) == "SERVING")
+        assert 1 <= opened < 100  # some streams hold a place; the rest are refused, not queued
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+        overrides = [
+            f"model.name={tiny_model_dir}",
+            "iterations=2",
+            "batch_size=2",
+            "eval_every=0",
+            "task.evaluator=tests.tiny_model:digit_fraction_reward",
+            "sampling.max_new_tokens=4",
+            "es.population=4",
+            "es.sigma=0.05",
+            "fleet.local=0",
+            f"fleet.servers=[{server.address}]",
+            f"fleet.token_file={pki['token']}",
+        ]
+        config = load_config(overrides=overrides)
+        result = asyncio.run(
+            Trainer(config, RunDirectory.create(tmp_path / "run", config), show_progress=False).train()
+        )
+        assert result.iterations == 2  # the work went on with the health streams still open
+        for watch in watches:
+            watch.cancel()
+    finally:
+        channel.close()
+        server.stop()
+
+
+def _first_or_refused(stream) -> str:
+    try:
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(next(stream).status)
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        return "refused"

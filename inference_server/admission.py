@@ -1,0 +1,106 @@
+"""Admission: how many calls a server runs at once, with separate budgets so nobody can starve the work.
+
+gRPC's own `maximum_concurrent_rpcs` counts every call alike, health streams included. The health
+service needs no token (probes carry none), and `Watch` streams stay open, so 64 unauthenticated
+`Watch` calls would make every later call fail with RESOURCE_EXHAUSTED, `Check` included, and the
+orchestrator would restart a healthy server. Here each kind of call has its own budget:
+
+- the Seedcast service (members, updates, samples): `max_concurrent_rpcs`;
+- health `Watch` streams: `max_health_watches`, a small budget of its own;
+- health `Check`: never limited (it answers from memory at once).
+
+A call beyond its budget is answered RESOURCE_EXHAUSTED at once instead of queueing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+
+
+class Budget:
+    """A count of calls in progress with a ceiling (used from the event loop only: no lock needed)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name, self.limit, self.in_use = name, limit, 0
+
+    def try_take(self) -> bool:
+        if self.in_use >= self.limit:
+            return False
+        self.in_use += 1
+        return True
+
+    def give_back(self) -> None:
+        self.in_use -= 1
+
+
+class AdmissionInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every handler so it runs only while its budget has room (see the module docstring)."""
+
+    def __init__(
+        self,
+        max_concurrent_rpcs: int,
+        max_health_watches: int = 8,
+        on_reject: Callable[[str], None] = lambda method: None,
+    ) -> None:
+        self.work = Budget("calls", max_concurrent_rpcs)
+        self.watches = Budget("health Watch streams", max_health_watches)
+        self._on_reject = on_reject
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable], handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method == HEALTH_CHECK:
+            return handler
+        budget = self.watches if method == HEALTH_WATCH else self.work
+        return _admitted(handler, budget, lambda: self._on_reject(method.rsplit("/", 1)[-1]))
+
+
+def _admitted(handler: grpc.RpcMethodHandler, budget: Budget, on_reject: Callable[[], None]) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as `handler` that first takes a place in `budget`, or refuses."""
+    message = f"the server already runs {budget.limit} {budget.name}; retry later"
+
+    async def refuse(context) -> None:
+        on_reject()
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+
+    def unary(behavior):
+        async def admitted(request, context):
+            if not budget.try_take():
+                await refuse(context)
+            try:
+                return await behavior(request, context)
+            finally:
+                budget.give_back()
+
+        return admitted
+
+    def streaming(behavior):
+        async def admitted(request, context):
+            if not budget.try_take():
+                await refuse(context)
+            try:
+                result = behavior(request, context)
+                if inspect.isasyncgen(result):  # handlers that yield their responses
+                    async for response in result:
+                        yield response
+                else:  # handlers that write with context.write and return
+                    await result
+            finally:
+                budget.give_back()
+
+        return admitted
+
+    options = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **options)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(streaming(handler.unary_stream), **options)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **options)
+    return grpc.stream_stream_rpc_method_handler(streaming(handler.stream_stream), **options)
