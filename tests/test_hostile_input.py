@@ -34,8 +34,8 @@ FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 class ThreadedServer:
     """An in-process server on its own event loop thread, so blocking stubs can call it."""
 
-    def __init__(self, limits: Limits, max_concurrent_rpcs: int = 64, latency: float = 0.0) -> None:
-        self.backend = SimulatedLatencyTestBackend(latency)
+    def __init__(self, limits: Limits, max_concurrent_rpcs: int = 64, latency: float = 0.0, backend=None) -> None:
+        self.backend = backend or SimulatedLatencyTestBackend(latency)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -339,5 +339,28 @@ def test_a_sync_may_not_buffer_more_terms_than_its_bound():
             served.stub.Sync(iter(many), timeout=10)
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "terms per Sync" in raised.value.details()
         assert served.step == 0
+    finally:
+        served.stop()
+
+
+def test_an_update_that_fails_midway_on_a_real_backend_is_never_served(monkeypatch, tiny_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+    from seedcast.inference_server.noise import apply
+
+    backend = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    served = ThreadedServer(Limits(allowed_evaluators=()), backend=backend)
+    base = backend.fingerprint()
+    monkeypatch.setattr(apply, "FAIL_UPDATE_AFTER_TENSORS", 3)  # the test-only fault injection
+    try:
+        with pytest.raises(grpc.RpcError) as raised:
+            served.stub.ApplyUpdate(_update(1), timeout=30)
+        assert raised.value.code() == grpc.StatusCode.INTERNAL and "injected fault" in raised.value.details()
+        state = served.stub.GetState(pb.StateRequest(), timeout=10)
+        assert state.step == 0 and state.weights_fingerprint == backend.fingerprint() != base  # half-applied
+        monkeypatch.setattr(apply, "FAIL_UPDATE_AFTER_TENSORS", None)
+        for call, request in ((served.stub.ApplyUpdate, _update(1)), (served.stub.Sync, iter([_update(1)]))):
+            with pytest.raises(grpc.RpcError) as raised:
+                call(request, timeout=10)
+            assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "restart it" in raised.value.details()
     finally:
         served.stop()
