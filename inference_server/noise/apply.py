@@ -38,8 +38,8 @@ def write_perturbed(
     """
     flat = master.view(-1)
     outs = sorted(((target.view(-1), sign) for target, sign in targets), key=lambda item: item[1])  # −1 first
-    for target, _ in outs:
-        if stochastic_rounding:
+    if stochastic_rounding:
+        for target, _ in outs:
             check_rounding_dtype(target.dtype)
     for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
         step = noise.mul_(scale) if source.fresh else noise.mul(scale)
