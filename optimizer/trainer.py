@@ -186,7 +186,7 @@ class Trainer:
         self.run.append_update(record)  # logged (fsync) before any server applies it
         fingerprint = await self.fleet.broadcast(record)
         seconds = time.perf_counter() - started
-        rewards = [f for f in fitness.values() if not math.isnan(f)]
+        rewards = [r.fitness for r in reports.values() if not math.isnan(r.fitness)]  # raw mean rewards, unshaped
         failed = [r for r in reports.values() if r.error]
         for report in failed:
             log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
