@@ -161,10 +161,10 @@ def soak(model: str, workdir: Path, iterations: int, faults: int, seed: int) -> 
             continue
         if done:
             break
-        # Faults are spread over the run: about faults / iterations per logged step, and the optimizer is killed
-        # only after the log has grown since its last kill, so the run always makes progress.
+        # Faults are spread over the first 70% of the run (so all of them land before it ends), and the optimizer
+        # is killed only after the log has grown since its last kill, so the run always makes progress.
         steps = _logged_steps(run_dir)
-        if injected >= min(faults, math.ceil((steps + 1) * faults / iterations)):
+        if injected >= min(faults, math.ceil((steps + 1) * faults / max(1, 0.7 * iterations))):
             continue
         kinds = FAULTS if steps >= last_kill_step + 2 else FAULTS[:4]
         fault = rng.choice(kinds)
