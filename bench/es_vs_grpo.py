@@ -4,7 +4,8 @@
     python bench/es_vs_grpo.py --task countdown --out runs/es-vs-grpo --until grid
     python bench/es_vs_grpo.py --task synthetic --out runs/es-vs-grpo --dry-run  # print the plan
 
-Runs, in order (a finished run, one with summary.json, is kept; an interrupted one is started again):
+Runs, in order (a run finished with the same command is kept; an interrupted one, or one made with other
+settings, e.g. another wall-time budget, is made again):
 
 1. `grid`: GRPO (TRL) at each learning rate × rollout temperature of the grid, seed 0, 10 steps;
    the best by final greedy eval reward is GRPO's setting from then on.
@@ -52,15 +53,18 @@ class Plan:
         self.task_overrides = TASKS[task]["overrides"]
 
     def run(self, name: str, subcommand: str, options: list[str], overrides: list[str]) -> Path:
-        """`seedcast SUBCOMMAND OPTIONS --run-dir OUT/TASK/NAME OVERRIDES` unless that run finished."""
+        """`seedcast SUBCOMMAND OPTIONS --run-dir OUT/TASK/NAME OVERRIDES` unless that very command finished
+        there (RUN_DIR/plan-command.json records it: a run made with other settings is made again)."""
         run_dir = self.folder / name
-        if (run_dir / "summary.json").is_file():
-            return run_dir
         full = ["seedcast", subcommand, *options, "--run-dir", str(run_dir), "--no-progress", *overrides]
+        recorded = run_dir / "plan-command.json"
+        if (run_dir / "summary.json").is_file() and recorded.is_file() and json.loads(recorded.read_text()) == full:
+            return run_dir
         print(shlex.join(full), flush=True)
         if not self.dry_run:
-            shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again
+            shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
+            recorded.write_text(json.dumps(full) + "\n")
         return run_dir
 
     @staticmethod
