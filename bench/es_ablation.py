@@ -62,7 +62,7 @@ def run_row(name: str, out: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r["eval_reward"] for r in rows if "eval_reward" in r]
     summary = json.loads((run_dir / "summary.json").read_text())
-    completions = sum(r.get("members_ok", 0) for r in rows)  # members × prompts × samples is fixed per row
+    members = sum(r.get("members_ok", 0) for r in rows)  # the completions per member are fixed per row
     return {
         "row": name,
         "overrides": ROWS[name],
@@ -70,7 +70,7 @@ def run_row(name: str, out: Path) -> dict:
         "eval_final": evals[-1],
         "eval_curve": evals,
         "wall_seconds": summary["wall_seconds"],
-        "members": completions,
+        "members": members,
         "fingerprint": summary["fingerprint"],
         "command": " ".join(["seedcast", *command[3:]]),
     }

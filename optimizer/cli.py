@@ -53,6 +53,21 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_run_options(parser: argparse.ArgumentParser, example: str) -> None:
+    """The options `train` and `grpo` share: overrides, config file, run directory, starting weights."""
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=f"config overrides, e.g. {example}")
+    parser.add_argument("--config", default=None, help="YAML config file (see configs/)")
+    parser.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or a model folder "
+        "(sets model.name)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with all subcommands and their documented options."""
     from seedcast.inference_server.serve_config import add_serve_flags
@@ -81,15 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. es.sigma=0.002")
-    train.add_argument("--config", default=None, help="YAML config file (see configs/)")
+    _add_run_options(train, "es.sigma=0.002")
     train.add_argument(
         "--servers",
         default=None,
         help="running servers host:port,host:port (sets fleet.servers; no local server unless --local is given)",
     )
     train.add_argument("--local", type=int, default=None, help="start N servers on this machine (fleet.local)")
-    train.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
     train.add_argument(
         "--resume",
         default=None,
@@ -97,19 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in RUN_DIR from its update log (overrides may raise iterations)",
     )
     train.add_argument(
-        "--init-from",
-        default=None,
-        metavar="DIR",
-        help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or "
-        "a model folder (sets model.name)",
-    )
-    train.add_argument(
         "--metrics-port",
         type=int,
         default=None,
         help="serve the optimizer's Prometheus metrics on this port (sets metrics_port)",
     )
-    train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.add_argument("--help-config", action="store_true", help="list every config key with its default and exit")
     train.set_defaults(handler=commands.train)
 
@@ -124,17 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
             "summary.json (wall time, peak memory). Needs TRL: pip install 'seedcast[grpo]'."
         ),
     )
-    grpo.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. grpo.group_size=8")
-    grpo.add_argument("--config", default=None, help="YAML config file (see configs/)")
-    grpo.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
-    grpo.add_argument(
-        "--init-from",
-        default=None,
-        metavar="DIR",
-        help="start from these weights: an ES run (exported to RUN_DIR/init-model), a GRPO run or a "
-        "model folder (sets model.name)",
-    )
-    grpo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_run_options(grpo, "grpo.group_size=8")
     grpo.set_defaults(handler=commands.grpo)
 
     evaluate = subcommands.add_parser(

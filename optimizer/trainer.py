@@ -126,9 +126,12 @@ class Trainer:
 
     def _fitness(self, reports: dict[int, MemberReport]) -> dict[int, float]:
         """Each returned member's fitness (es.fitness); failed members get NaN and are left out of the update."""
-        if self.config.es.fitness == "mean":
-            return {index: report.fitness for index, report in reports.items()}
-        returned = {index: report.prompt_rewards for index, report in reports.items() if report.error is None}
+        per_prompt = self.config.es.fitness == "per_prompt"  # per-prompt rewards come as bytes, the mean as a float
+        returned = {
+            index: report.prompt_rewards if per_prompt else report.rewards
+            for index, report in reports.items()
+            if report.error is None
+        }
         fitness = member_fitness(returned, self.config.es.fitness)
         return {index: fitness.get(index, math.nan) for index in reports}
 

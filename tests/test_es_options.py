@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -38,9 +39,7 @@ def test_centring_alone_would_change_nothing_after_z_scoring():
     rewards = {0: [1.0, 0.2, 0.0], 1: [0.5, 0.1, 1.0], 2: [0.0, 0.3, 0.5]}
     mean = mean_fitness(rewards)
     centred = {m: mean[m] - 0.37 for m in mean}  # what per-prompt centring does to every member alike
-    assert z_score(torch.tensor(list(mean.values())).numpy()) == pytest.approx(
-        z_score(torch.tensor(list(centred.values())).numpy())
-    )
+    assert z_score(np.array(list(mean.values()))) == pytest.approx(z_score(np.array(list(centred.values()))))
 
 
 def test_per_prompt_fitness_skips_unscorable_and_uniform_prompts():
@@ -110,9 +109,9 @@ def test_stochastic_perturbations_are_a_pure_function_of_the_seed_for_both_signs
     source = noise_source(noise)
     master = torch.randn(3 * 2**18 + 5, generator=torch.Generator().manual_seed(1))  # several table chunks
     plus, minus = torch.empty_like(master, dtype=torch.bfloat16), torch.empty_like(master, dtype=torch.bfloat16)
-    write_perturbed(master, source, 9, "w", 1e-3, [(plus, 1), (minus, -1)], stochastic_rounding=True)
+    write_perturbed(master, source, 9, "w", 1e-3, [(plus, 1), (minus, -1)], torch.bfloat16)
     alone = torch.empty_like(minus)
-    write_perturbed(master, source, 9, "w", -1e-3, [(alone, 1)], stochastic_rounding=True)
+    write_perturbed(master, source, 9, "w", -1e-3, [(alone, 1)], torch.bfloat16)
     assert torch.equal(alone, minus)  # the pair cache's partner = a separate perturbation, bit for bit
     fp32 = perturbed_master(master, source, 9, "w", 1e-3, round_for=torch.bfloat16)
     assert torch.equal(fp32.to(torch.bfloat16), plus)  # the vllm worker's path gives the same weights

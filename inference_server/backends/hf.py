@@ -113,13 +113,14 @@ class HFBackend:
             return
         scale = float(sign) * float(sigma)
         mirror = self._mirror
+        round_for = self.dtype if stochastic_rounding else None
 
         def perturb_one(name: str) -> None:
             # master − sign·σ·ε == master + (−sign)·σ·ε bit for bit (negation is exact), so the mirror
             # holds what perturbing the partner would write.
             targets = [(self.params[name], 1), *([(mirror[name], -1)] if mirror else [])]
             with torch.no_grad():
-                write_perturbed(self.master[name], self.noise, seed, name, scale, targets, stochastic_rounding)
+                write_perturbed(self.master[name], self.noise, seed, name, scale, targets, round_for)
 
         self._mirror_key = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)

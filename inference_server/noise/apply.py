@@ -27,26 +27,26 @@ def write_perturbed(
     name: str,
     scale: float,
     targets: list[tuple[torch.Tensor, int]],
-    stochastic_rounding: bool = False,
+    round_for: torch.dtype | None = None,
 ) -> None:
     """For each (target, sign): target = cast(master + sign·scale·ε), from one noise draw.
 
     Computed per chunk as (scale·ε) + master, and master − (scale·ε) for sign −1 (negating is exact, so
     the mirrored partner gets the bits a separate perturbation would give). Tensors must be contiguous.
-    With `stochastic_rounding`, a bf16 target gets the value rounded stochastically (rounding.py), with the
-    same rounding bits for both signs, so the pair cache still gives the partner a separate perturbation's bits.
+    With `round_for` bfloat16 the values are rounded stochastically to bf16 (rounding.py) before they are written
+    (None: the cast rounds to nearest), with the same rounding bits for both signs, so the pair cache still gives
+    the partner a separate perturbation's bits.
     """
     flat = master.view(-1)
     outs = sorted(((target.view(-1), sign) for target, sign in targets), key=lambda item: item[1])  # −1 first
-    if stochastic_rounding:
-        for target, _ in outs:
-            check_rounding_dtype(target.dtype)
+    if round_for is not None:
+        check_rounding_dtype(round_for)
     for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device):
         step = noise.mul_(scale) if source.fresh else noise.mul(scale)
         piece = flat[start:end]
         for out, sign in outs:  # a +1 target last: it reuses `step` in place
             value = torch.sub(piece, step) if sign < 0 else step.add_(piece)
-            if stochastic_rounding and out.dtype == torch.bfloat16:
+            if round_for == torch.bfloat16:
                 stochastic_round_to_bf16_(value, rounding_seed(seed, name, start))
             out[start:end].copy_(value)
 
@@ -72,11 +72,7 @@ def perturbed_master(
             pieces.append(stochastic_round_to_bf16_(value, rounding_seed(seed, name, start)) if stochastic else value)
         return (pieces[0] if len(pieces) == 1 else torch.cat(pieces)).view_as(master)
     out = torch.empty_like(master, dtype=torch.float32)
-    write_perturbed(master, source, seed, name, scale, [(out, 1)])
-    if stochastic:  # the table's chunks, rounded with the same per-chunk bits as write_perturbed's
-        flat_out = out.view(-1)
-        for start, end, _ in source.chunks(seed, name, flat_out.numel(), flat_out.device):
-            stochastic_round_to_bf16_(flat_out[start:end], rounding_seed(seed, name, start))
+    write_perturbed(master, source, seed, name, scale, [(out, 1)], round_for)
     return out
 
 
