@@ -11,10 +11,15 @@ settings, e.g. another wall-time budget, is made again):
    the best by final greedy eval reward is GRPO's setting from then on.
 2. `grpo`: GRPO at that setting for seeds 1 and 2 (seed 0 is its grid run).
 3. `es`: ES-best (configs/es-best.yaml) at GRPO's number of completions (seed 0), and at GRPO's mean wall
-   time (seeds 0, 1, 2): iterations = GRPO's wall seconds ÷ ES-best's seconds per iteration.
+   time (seeds 0, 1, 2): iterations = (GRPO's wall seconds − ES's fixed start-up and eval cost) ÷ ES-best's
+   seconds per iteration, both measured on the first run, so whole runs last as long as GRPO's.
 4. `hybrid`: ES-best for half of GRPO's wall time, then GRPO (`--init-from`) for half its steps.
-5. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
-   from), n = 16 at T = 1, writing the task's part of docs/results/claims.json.
+5. `format`: the format-only control, ES-best at the wall budget (seed 0) trained on a reward for the
+   answer's shape alone (`format-final-number`, `format-countdown`): what it gains is format, not skill.
+6. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+   from, nor any run's in-training eval, which picked GRPO's setting), n = 16 at T = 1 at the training
+   token budget, writing the task's part of docs/results/claims.json; then again at 64 new tokens (n = 4,
+   base, GRPO, ES at equal wall time and the control), where the base is rarely cut off, as `TASK-64-tokens`.
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand.
 """
@@ -30,10 +35,11 @@ import sys
 from pathlib import Path
 
 TASKS = {
-    "synthetic": {"overrides": [], "max_tokens": 16},
+    "synthetic": {"overrides": [], "max_tokens": 16, "format_evaluator": "format-final-number"},
     "countdown": {
         "overrides": ["task.dataset=countdown", "task.countdown_difficulty=1", "sampling.max_new_tokens=32"],
         "max_tokens": 32,
+        "format_evaluator": "format-countdown",
     },
 }
 GRPO_CONFIG = "configs/synthetic-cpu.yaml"
@@ -41,8 +47,11 @@ ES_CONFIG = "configs/es-best.yaml"
 GRID = {"grpo.learning_rate": ["1e-5", "3e-5"], "grpo.temperature": ["0.7", "1.0"]}
 GRPO_STEPS = 10
 SEEDS = (0, 1, 2)
-EVAL_SEED = 1_000_003  # the held-out stream: training problems come from the run seeds 0-2
-STAGES = ("grid", "grpo", "es", "hybrid", "compare")
+# The held-out stream. Training problems come from the run seeds 0-2 (and are excluded in code); the
+# in-training eval sets from seeds 1_000_003-1_000_005 (seed 0's picked GRPO's setting), so not those either.
+EVAL_SEED = 2_000_003
+LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
+STAGES = ("grid", "grpo", "es", "hybrid", "format", "compare")
 
 
 class Plan:
@@ -96,10 +105,31 @@ def grpo(
     return plan.run(name, "grpo", options, [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values])
 
 
-def es(plan: Plan, name: str, iterations: int, seed: int) -> Path:
+def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...] = ()) -> Path:
     """An ES-best run."""
-    overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}"]
+    overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}", *extra]
     return plan.run(name, "train", ["--config", ES_CONFIG], overrides)
+
+
+def iterations_for_wall(seconds: float, probe: dict) -> int:
+    """ES iterations whose whole run (servers starting, evals, iterations) lasts `seconds`, as GRPO's
+    wall time counts its whole run. From the probe run: `wall_seconds` sums its iterations, and the rest of
+    its elapsed time (`wall_seconds_this_session`) is the fixed cost of starting and evaluating."""
+    iterating = probe.get("wall_seconds", 1.0)
+    fixed = max(0.0, probe.get("wall_seconds_this_session", iterating) - iterating)
+    return max(1, round((seconds - fixed) / (iterating / max(1, probe.get("steps", 1)))))
+
+
+def compare(task: str, entries: list[str], out: Path, claims: str, claims_task: str, tokens: int, n: int) -> None:
+    """`seedcast compare` of the entries on the held-out problems, writing `claims_task` into the claims."""
+    ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
+    command = [
+        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
+        *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
+        *("--exclude-training-seeds", ",".join(map(str, SEEDS)), "--claims", claims, "--claims-task", claims_task),
+    ]
+    print(shlex.join(["seedcast", *command]), flush=True)
+    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
 
 
 def main() -> None:
@@ -129,50 +159,41 @@ def main() -> None:
     completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
     probe = es(plan, "es:completions@0", completions // (16 * 32), 0)  # population x batch_size per iteration
     probe_summary = plan.summary(probe)
-    seconds_per_iteration = probe_summary.get("wall_seconds", 1.0) / max(1, probe_summary.get("steps", 1))
-    wall_iterations = max(1, round(grpo_wall / seconds_per_iteration))
+    wall_iterations = iterations_for_wall(grpo_wall, probe_summary)
     es_runs = {seed: es(plan, f"es:wall@{seed}", wall_iterations, seed) for seed in SEEDS}
     if "hybrid" not in stages:
         return
     first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0)
     hybrid = grpo(plan, "hybrid@0", best, 0, steps=GRPO_STEPS // 2, init_from=first)
+    if "format" not in stages:
+        return
+    control = es(plan, "format:wall@0", wall_iterations, 0, (f"task.evaluator={TASKS[args.task]['format_evaluator']}",))
     if "compare" not in stages or plan.dry_run:
         return
-    entries = [
-        "base=smollm2-135m-instruct",
-        *(f"grpo@{s}={d}" for s, d in grpo_runs.items()),
-        f"es:completions@0={probe}",
-        *(f"es:wall@{s}={d}" for s, d in es_runs.items()),
-        f"hybrid@0={hybrid}",
-    ]
-    command = [
-        "compare",
-        *entries,
-        "--out",
-        str(plan.folder / "compare"),
-        "--task",
+    base = "base=smollm2-135m-instruct"
+    grpo_entries = [f"grpo@{s}={d}" for s, d in grpo_runs.items()]
+    wall_entries = [f"es:wall@{s}={d}" for s, d in es_runs.items()]
+    everything = [base, *grpo_entries, f"es:completions@0={probe}", *wall_entries, f"hybrid@0={hybrid}"]
+    max_tokens = TASKS[args.task]["max_tokens"]
+    compare(
         args.task,
-        "--seed",
-        str(EVAL_SEED),
-        "--limit",
-        "128",
-        "--n",
-        "16",
-        "--k",
-        "1,2,4,8,16",
-        "--max-tokens",
-        str(TASKS[args.task]["max_tokens"]),
-        "--local",
-        "1",
-        "--exclude-training-seeds",
-        ",".join(map(str, SEEDS)),
-        "--claims",
+        [*everything, f"format:wall@0={control}"],
+        plan.folder / "compare",
         args.claims,
-        "--claims-task",
         args.task,
-    ]
-    print(shlex.join(["seedcast", *command]), flush=True)
-    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
+        max_tokens,
+        16,
+    )
+    long_entries = [base, *grpo_entries, *wall_entries, f"format:wall@0={control}"]
+    compare(
+        args.task,
+        long_entries,
+        plan.folder / f"compare-{LONG_TOKENS}-tokens",
+        args.claims,
+        f"{args.task}-{LONG_TOKENS}-tokens",
+        LONG_TOKENS,
+        LONG_SAMPLES,
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Evaluator specs → evaluator objects.
 
 A spec is one of:
-- a built-in name: `gsm8k`, `math`, `synthetic`, `countdown`, `format` / `format-boxed`, `format-number`;
+- a built-in name: `gsm8k`, `math`, `synthetic`, `countdown`, `format` / `format-boxed`, `format-number`,
+  `format-final-number`, `format-countdown` (format-only controls, evaluators/format_reward.py);
 - `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
 - `module:callable`, where the callable takes (completion, reference) and returns a float in
   [0, 1] or None, or is a zero-argument factory/class whose instance has `score_batch`;
@@ -17,7 +18,12 @@ from importlib.metadata import entry_points
 
 from seedcast.evaluators.base import Evaluator, FunctionEvaluator
 from seedcast.evaluators.countdown import countdown_reward
-from seedcast.evaluators.format_reward import boxed_format_reward, number_format_reward
+from seedcast.evaluators.format_reward import (
+    boxed_format_reward,
+    countdown_format_reward,
+    final_number_format_reward,
+    number_format_reward,
+)
 from seedcast.evaluators.gsm8k import gsm8k_reward
 from seedcast.evaluators.synthetic import synthetic_reward
 from seedcast.proto.errors import SeedcastError
@@ -39,6 +45,8 @@ BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {
     "format": lambda: FunctionEvaluator(boxed_format_reward, "format"),
     "format-boxed": lambda: FunctionEvaluator(boxed_format_reward, "format-boxed"),
     "format-number": lambda: FunctionEvaluator(number_format_reward, "format-number"),
+    "format-final-number": lambda: FunctionEvaluator(final_number_format_reward, "format-final-number"),
+    "format-countdown": lambda: FunctionEvaluator(countdown_format_reward, "format-countdown"),
 }
 
 

@@ -12,8 +12,10 @@ from seedcast.optimizer.analysis.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
     evaluate_claims,
+    format_control,
     group_entries,
     parse_label,
+    task_rows,
     write_claims,
 )
 from seedcast.optimizer.analysis.compare import Entry
@@ -97,3 +99,18 @@ def test_the_claims_file_keeps_other_tasks_and_replaces_this_one(tmp_path):
     rows = {(r["method"], r["budget"]): r for r in part["rows"]}
     assert rows[("grpo", None)]["pass_at_k"]["1"]["mean"] == pytest.approx(0.3, abs=0.03)
     assert rows[("es", "wall")]["seeds"] == 1
+
+
+def test_a_gain_the_format_control_matches_is_reported_as_format():
+    base, control, es = _entry("base", 0.10), _entry("format:wall@0", 0.40), _entry("es:wall@0", 0.42)
+    for entry, accuracy in ((base, 0.5), (control, 0.45), (es, 0.5)):
+        entry.results = {"truncation_rate": 0.6, "finished_accuracy": accuracy}
+    groups = group_entries([base, control, es])
+    control_part = format_control(groups, [1, 16])
+    numbers = control_part["numbers"]
+    assert numbers["format:wall − base, pass@1"]["ci95"][0] > 0  # the control alone gains a lot
+    es_over_format = numbers["es:wall − format:wall, pass@1"]
+    assert es_over_format["ci95"][0] < 0 < es_over_format["ci95"][1]  # and ES has no skill beyond it
+    rows = {r["method"]: r for r in task_rows(groups, [1])}
+    assert rows["format"]["finished_accuracy"] == 0.45 and rows["es"]["truncation_rate"] == 0.6
+    assert format_control(group_entries([base, es]), [1]) is None  # no control run, no section

@@ -10,7 +10,7 @@ import torch
 
 from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.backends.hf import HFBackend
-from seedcast.optimizer.analysis.evaluate import final_answer
+from seedcast.optimizer.analysis.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
 from seedcast.optimizer.cli import main
 
 
@@ -54,6 +54,22 @@ def test_final_answer_extraction():
     assert final_answer("so \\boxed{ 12 } maybe 13") == "12"
     assert final_answer("It is 1,234.") == "1234"
     assert final_answer("no answer") is None
+
+
+def test_finished_accuracy_counts_only_answers_the_budget_did_not_cut():
+    def outcome(rewards, truncated):
+        n = len(rewards)
+        return ProblemOutcome(rewards, [4] * n, truncated, [1.0] * n, ["1"] * n)
+
+    outcomes = [
+        outcome([1.0, 0.0, 0.0, 0.0], [False, False, True, True]),  # finished: 1 right of 2
+        outcome([0.0, 0.0, 1.0, float("nan")], [True, True, False, False]),  # finished: 1 right, 1 unscorable
+    ]
+    results = summarize(outcomes, EvalOptions(n=4, ks=[1, 4]))
+    assert results["finished_samples"] == 3 and results["finished_accuracy"] == 2 / 3
+    assert results["truncation_rate"] == 0.5
+    assert results["pass_at_k"]["1"]["mean"] == 0.25  # pass@k still counts every sample
+    assert summarize([outcome([1.0], [True])], EvalOptions(n=1, ks=[1]))["finished_accuracy"] is None
 
 
 def test_eval_end_to_end(tmp_path, tiny_model_dir, capsys):

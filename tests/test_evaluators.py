@@ -9,7 +9,12 @@ import pytest
 
 from seedcast.evaluators.answers import last_boxed, last_number, normalize_number
 from seedcast.evaluators.base import ScoredSample
-from seedcast.evaluators.format_reward import boxed_format_reward, number_format_reward
+from seedcast.evaluators.format_reward import (
+    boxed_format_reward,
+    countdown_format_reward,
+    final_number_format_reward,
+    number_format_reward,
+)
 from seedcast.evaluators.gsm8k import gsm8k_reference, gsm8k_reward
 from seedcast.evaluators.math_answer import MathEvaluator
 from seedcast.evaluators.synthetic import synthetic_problems, synthetic_reward
@@ -130,3 +135,38 @@ def test_format_rewards():
     assert boxed_format_reward("\\boxed{}", "") == 0.0
     assert number_format_reward(" 42 ", "") == 1.0
     assert number_format_reward("42 apples", "") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("reply", "reward"),
+    [
+        ("12 + 30 = 42", 1.0),
+        ("The answer is 41.", 1.0),  # a wrong number in the right place still counts: format only
+        ("**42**", 1.0),
+        ("To add 12 and 30 we first line up the", 0.0),  # cut off by the token budget
+        ("42 is what you get when", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_final_number_format_rewards_shape_not_value(reply, reward):
+    assert final_number_format_reward(reply, "42") == reward
+
+
+@pytest.mark.parametrize(
+    ("reply", "reward"),
+    [
+        ("(3 + 5) * 2 = 16", 1.0),
+        ("9 - 1", 1.0),  # neither the given numbers nor the target: format only
+        ("The answer is 16", 0.0),  # a number, no expression
+        ("Let me think about how to", 0.0),
+    ],
+)
+def test_countdown_format_rewards_a_parsable_expression(reply, reward):
+    assert countdown_format_reward(reply, "2,3,5=16") == reward
+
+
+def test_format_controls_keep_the_prompts_of_the_task_they_control_for():
+    from seedcast.evaluators.tasks import default_instruction
+
+    assert default_instruction("format-final-number") == default_instruction("synthetic")
+    assert default_instruction("format-countdown") == default_instruction("countdown")

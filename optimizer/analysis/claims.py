@@ -50,6 +50,8 @@ class Group:
     relative_l2: list[float] = field(default_factory=list)
     wall_seconds: list[float] = field(default_factory=list)
     completions: list[int] = field(default_factory=list)
+    truncation_rate: list[float] = field(default_factory=list)  # per seed, over all samples
+    finished_accuracy: list[float] = field(default_factory=list)  # per seed, among samples not cut off
 
     @property
     def name(self) -> str:
@@ -92,6 +94,11 @@ def group_entries(entries: Sequence) -> dict[str, Group]:
             group.entropy.append(entry.per_problem_entropy)
         if entry.geometry:
             group.relative_l2.append(entry.geometry["relative_l2"])
+        results = entry.results or {}
+        if results.get("truncation_rate") is not None:
+            group.truncation_rate.append(results["truncation_rate"])
+        if results.get("finished_accuracy") is not None:
+            group.finished_accuracy.append(results["finished_accuracy"])
         if entry.training:
             group.wall_seconds.append(entry.training["wall_seconds"])
             group.completions.append(entry.training.get("completions") or 0)
@@ -226,11 +233,38 @@ def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:
                 "seeds": len(group.labels),
                 "runs": group.labels,
                 "pass_at_k": pass_rows,
-                "wall_seconds": statistics.fmean(group.wall_seconds) if group.wall_seconds else None,
-                "completions": statistics.fmean(group.completions) if group.completions else None,
+                "wall_seconds": _mean_or_none(group.wall_seconds),
+                "completions": _mean_or_none(group.completions),
+                "truncation_rate": _mean_or_none(group.truncation_rate),
+                "finished_accuracy": _mean_or_none(group.finished_accuracy),
             }
         )
     return rows
+
+
+def _mean_or_none(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def format_control(groups: dict[str, Group], ks: list[int]) -> dict | None:
+    """How much of a gain is format: each ES group against the run trained on a format-only reward
+    (`format:*`), and that run against the base, paired over problems at pass@1 and the largest k. An ES
+    gain that the format run matches is format; what ES has above it is skill."""
+    controls = [g for g in groups.values() if g.method == "format"]
+    if not controls:
+        return None
+    numbers = {}
+    for control in controls:
+        for k in sorted({1, max(ks)}):
+            if "base" in groups:
+                numbers[f"{control.name} − base, pass@{k}"] = difference(groups["base"].pass_at(k), control.pass_at(k))
+            for es in _es_groups(groups):
+                numbers[f"{es.name} − {control.name}, pass@{k}"] = difference(control.pass_at(k), es.pass_at(k))
+    return {
+        "difference": "paired over problems, 95% bootstrap",
+        "numbers": numbers,
+        "runs": sorted(label for control in controls for label in control.labels),
+    }
 
 
 def write_claims(path: Path, task: str, entries: Sequence, ks: list[int], command: str) -> dict:
@@ -242,6 +276,9 @@ def write_claims(path: Path, task: str, entries: Sequence, ks: list[int], comman
         "rows": task_rows(groups, ks),
         "claims": evaluate_claims(groups, max(ks)),
     }
+    control = format_control(groups, ks)
+    if control:
+        part["format_control"] = control
     document = json.loads(path.read_text()) if path.is_file() else {"tasks": {}}
     document["tasks"][task] = part
     path.parent.mkdir(parents=True, exist_ok=True)

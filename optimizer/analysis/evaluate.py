@@ -116,6 +116,12 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
         pass_rows[str(k)] = {"mean": statistics.fmean(per_problem), "ci95": [low, high]}
     entropies = [e for o in outcomes for e in o.entropies]
     tokens = [t for o in outcomes for t in o.tokens]
+    finished = [
+        r >= CORRECT_THRESHOLD
+        for o in outcomes
+        for r, cut in zip(o.rewards, o.truncated, strict=True)
+        if not cut and not math.isnan(r)
+    ]
     return {
         "problems": len(outcomes),
         "samples_per_problem": options.n,
@@ -127,6 +133,9 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
         ),
         "mean_completion_tokens": statistics.fmean(tokens),
         "truncation_rate": statistics.fmean(t for o in outcomes for t in o.truncated),
+        # Skill apart from format: how often an answer is right when the model finished it within the budget.
+        "finished_accuracy": statistics.fmean(finished) if finished else None,
+        "finished_samples": len(finished),
         "correct_threshold": CORRECT_THRESHOLD,
     }
 

@@ -115,15 +115,17 @@ def markdown(entries: list[Entry], differences: dict, command: str) -> str:
         "",
         "## Entropy and diversity",
         "",
-        "| model | mean token entropy (nats) | distinct answers / problem | mean completion tokens | truncated |",
-        "|---|---|---|---|---|",
+        "| model | mean token entropy (nats) | distinct answers / problem | mean completion tokens | truncated "
+        "| right among finished |",
+        "|---|---|---|---|---|---|",
     ]
     for entry in entries:
         r = entry.results
+        finished = r.get("finished_accuracy")  # absent from evaluations made before it was measured
         lines.append(
             f"| {entry.label} | {_num(r.get('mean_token_entropy'))} | "
             f"{_num(r['distinct_answers_per_problem'], 2)} | {_num(r['mean_completion_tokens'], 1)} | "
-            f"{r['truncation_rate']:.1%} |"
+            f"{r['truncation_rate']:.1%} | {'–' if finished is None else f'{finished:.1%}'} |"
         )
     runs = [e for e in entries if e.training]
     if runs:
