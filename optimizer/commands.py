@@ -29,7 +29,7 @@ def new_run_config(args: argparse.Namespace, overrides: list[str]):
 def train(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.optimizer.analysis.plots import reward_curve_after_run
     from seedcast.optimizer.config import ConfigError, config_reference
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.trainer import Trainer
@@ -65,7 +65,7 @@ def train(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
     result = asyncio.run(trainer.train())
-    plot = plot_reward_curve(run.path)
+    plot = reward_curve_after_run(run.path)
     rows = [r for r in result.metrics if r.reward_mean is not None]
     evals = [r for r in result.metrics if r.eval_reward is not None]
     print(
@@ -84,14 +84,14 @@ def train(args: argparse.Namespace) -> int:
 
 def grpo(args: argparse.Namespace) -> int:
     from seedcast.optimizer.analysis.grpo import train_grpo
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.optimizer.analysis.plots import reward_curve_after_run
     from seedcast.optimizer.run_dir import RunDirectory
 
     config, run_dir = new_run_config(args, list(args.overrides))
     run = RunDirectory.create(run_dir, config, update_log=False)
     logging.getLogger("seedcast").info("run directory: %s", run.path)
     summary = train_grpo(config, run, show_progress=not args.no_progress)
-    plot = plot_reward_curve(run.path)
+    plot = reward_curve_after_run(run.path)
     evals = [r for r in run.metrics() if r.eval_reward is not None]
     print(
         f"\nfinished {summary.steps} GRPO steps in {summary.wall_seconds:.0f} s; peak memory "

@@ -7,6 +7,16 @@ from pathlib import Path
 from seedcast.optimizer.run_dir import RunDirectory
 
 
+def reward_curve_after_run(run_dir: str | Path) -> str:
+    """The reward curve's path, or why there is none: a finished run never fails on its picture (matplotlib
+    may be missing where servers run, e.g. on a bare GPU machine)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "not drawn, matplotlib is not installed (pip install matplotlib)"
+    return str(plot_reward_curve(run_dir))
+
+
 def plot_reward_curve(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Mean and min–max training reward per iteration (ES: the perturbed population; GRPO: the sampled
     groups), plus the greedy eval reward when recorded."""

@@ -1,0 +1,73 @@
+"""The GPU check's report: report.json (everything measured) and report.md (the table people read)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+GIB = 2**30
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}×"
+
+
+def _millions(count: int) -> str:
+    return f"{count / 1e6:.0f} M" if count >= 10**7 else f"{count / 1e6:.2f} M"
+
+
+def _gib(value: int | None) -> str:
+    return "–" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def table(report: dict) -> str:
+    """Markdown: what ran, the tests, the per-shape rows and the fleet run."""
+    machine, tests, fleet = report["machine"], report.get("tests", {}), report.get("fleet_run", {})
+    lines = [
+        f"# Seedcast GPU check: {report['mode']}",
+        "",
+        f"{machine.get('gpu') or 'CPU'}, torch {machine['torch']} (CUDA {machine['cuda']}), "
+        f"transformers {machine['transformers']}, Python {machine['python']}, commit {machine.get('commit')}; "
+        f"{report['seconds']:.0f} s in all. Overall: **{'passed' if report['ok'] else 'FAILED'}**.",
+        "",
+        f"- gpu-marked tests: {tests.get('tests', 0) - tests.get('failures', 0) - tests.get('errors', 0)} of "
+        f"{tests.get('tests', 0)} passed, {tests.get('skipped', 0)} skipped"
+        + (f"; failed: {', '.join(tests['failed'])}" if tests.get("failed") else "")
+        + (f"; error: {tests['error']}" if tests.get("error") else ""),
+        f"- two-server run: servers {fleet.get('servers_active')}, members {fleet.get('members_ok')}, "
+        f"export matches the servers: {fleet.get('export_matches_servers')}"
+        + (f"; error: {fleet['error']}" if fleet.get("error") else ""),
+        "",
+        "| model | parameters | noise | perturb | restore | update (8 seeds) | member ÷ plain | tokens/s "
+        "| peak memory | ÷ plain inference |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shape, result in report["shapes"].items():
+        if "noise" not in result:
+            lines.append(f"| {shape} | failed: {result.get('error')} |||||||||")
+            continue
+        for noise, row in result["noise"].items():
+            lines.append(
+                f"| {shape} | {_millions(row['parameters'])} | {noise} | {_seconds(row['perturb'])} | "
+                f"{_seconds(row['restore'])} | {_seconds(row['update'])} | {_ratio(row['member_over_plain'])} | "
+                f"{row['tokens_per_second']:.0f} | {_gib(row['peak_bytes'])} | "
+                f"{_ratio(row.get('peak_memory_over_plain'))} |"
+            )
+        plain = result["plain"]
+        lines.append(
+            f"| {shape} | | plain inference | | | | 1 | {plain['tokens_per_second']:.0f} | "
+            f"{_gib(plain['peak_bytes'])} | 1 |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict, out: Path) -> str:
+    """Write report.json and report.md into `out`; returns the markdown."""
+    text = table(report)
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "report.md").write_text(text)
+    return text
