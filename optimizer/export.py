@@ -18,6 +18,7 @@ from tqdm import tqdm
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.optimizer.model_card import model_card
 from seedcast.optimizer.run_dir import RunDirectory
 
 
@@ -46,7 +47,8 @@ def export_run(
     steps: int | None = None,
     show_progress: bool = True,
 ) -> dict:
-    """Write DIR/{model.safetensors, config.json, tokenizer files, seedcast_export.json}; returns the summary."""
+    """Write DIR/{model.safetensors, config.json, tokenizer files, seedcast_export.json, README.md (the model
+    card)}; returns the summary."""
     model, tokenizer, fingerprint, replayed = replay_run(run_dir, device, steps, show_progress)
     expected = _logged_fingerprint(RunDirectory(run_dir), replayed)
     out = Path(out_dir)
@@ -62,6 +64,8 @@ def export_run(
         "dtype": dtype,
     }
     (out / "seedcast_export.json").write_text(json.dumps(summary, indent=2) + "\n")
+    run = RunDirectory(run_dir)
+    (out / "README.md").write_text(model_card(run.load_config(), run.metrics(), summary))
     return summary
 
 

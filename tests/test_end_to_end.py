@@ -77,6 +77,16 @@ def test_resume_equals_uninterrupted_run_and_export_reproduces_it(tmp_path, tiny
     assert weights_fingerprint(dict(model.named_parameters())) == full.fingerprint
     summary = json.loads((out / "seedcast_export.json").read_text())
     assert summary["matches_servers"] is True and summary["steps"] == 3
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers") and "base_model" not in card.split("---")[1]  # a folder
+    for fact in (f"`{full.fingerprint}`", "servers' at that step: yes", "population 4", "| steps | 3 |", "float32"):
+        assert fact in card, fact
+    assert "not measured during the run" in card  # eval_every: 0
+
+    half = tmp_path / "exported-bf16"
+    assert main(["export", str(full_run.path), "--out", str(half), "--dtype", "bfloat16"]) == 0
+    loaded = AutoModelForCausalLM.from_pretrained(half)
+    assert next(loaded.parameters()).dtype == torch.bfloat16 and "saved as bfloat16" in (half / "README.md").read_text()
 
 
 def test_failing_evaluator_counts_members_as_failed_and_the_run_goes_on(tmp_path, tiny_model_dir):
