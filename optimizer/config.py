@@ -18,6 +18,7 @@ from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
+from seedcast.optimizer.tracker_names import ReportTo
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import plaintext_allowed, split_address
 
@@ -290,6 +291,11 @@ class TrainConfig(Section):
     eval_every: int = Field(5, ge=0, description="Score the unperturbed weights every N iterations (0 = never).")
     eval_size: int = Field(96, ge=1, description="Problems in that fixed evaluation set (greedy, one sample each).")
     metrics_port: int | None = Field(None, ge=0, le=65535, description="Serve the optimizer's Prometheus metrics here.")
+    report_to: ReportTo = Field(
+        default_factory=list,
+        description="Experiment trackers for the per-step record: tensorboard, wandb, both "
+        "(tensorboard,wandb) or none. W&B runs offline without credentials.",
+    )
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)

@@ -30,6 +30,7 @@ from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, Iterat
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
+from seedcast.optimizer.trackers import open_trackers
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.telemetry import MEMBER_PHASES
 
@@ -224,6 +225,7 @@ class Trainer:
         self.run.truncate_metrics(len(records))
         state = ESState(iteration=len(records))
         started = time.perf_counter()
+        trackers = open_trackers(self.config.report_to, self.run.path, self.config.model_dump(mode="json"))
         try:
             logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
             fingerprint = await self.fleet.start(records, logged_fingerprint=logged)
@@ -238,6 +240,7 @@ class Trainer:
                     eval_reward=await self.evaluate_current(),
                 )
                 self.run.append_metrics(baseline)
+                trackers.log_record(baseline)
                 self.metrics.eval_reward.set(baseline.eval_reward)
                 log.info("base model eval reward %.3f", baseline.eval_reward)
             while state.iteration < self.config.iterations:
@@ -249,6 +252,7 @@ class Trainer:
                     record.eval_reward = await self.evaluate_current()
                 self.metrics.observe_iteration(record)
                 self.run.append_metrics(record)
+                trackers.log_record(record)
                 log.info(
                     "iteration %d: reward %s (max %s), %d tokens/s, %.1f s%s",
                     record.iteration + 1,
@@ -260,6 +264,7 @@ class Trainer:
                 )
             self._write_summary(time.perf_counter() - started, fingerprint)
         finally:
+            trackers.close()
             await self.fleet.close()
         return TrainResult(iterations=state.iteration, fingerprint=fingerprint, metrics=self.run.metrics())
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import resource
 import statistics
 import sys
@@ -35,6 +36,7 @@ from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import GRPO_MODEL_DIR
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
+from seedcast.optimizer.trackers import open_trackers
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.grpo")
@@ -163,6 +165,9 @@ def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
     )
 
 
+TRL_TENSORBOARD_VARIABLE = "TENSORBOARD_LOGGING_DIR"
+
+
 def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = True) -> RunSummary:
     """Run GRPO for `config.grpo_steps()` optimizer steps; writes metrics, the model folder and summary.json."""
     trl, TrainerCallback, PrinterCallback = _trl()
@@ -200,7 +205,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         logging_steps=1,
         gradient_checkpointing=grpo.gradient_checkpointing,
         save_strategy="no",
-        report_to="none",
+        report_to=list(config.report_to) or "none",  # TRL's own metrics (loss, KL...) to the same trackers
         disable_tqdm=not show_progress,
         **optional,
     )
@@ -239,6 +244,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
             if config.eval_every and (state.global_step % config.eval_every == 0 or state.global_step == steps):
                 record.eval_reward = run_eval()
             run.append_metrics(record)
+            trackers.log_record(record)
             log.info(
                 "step %d: reward %s, %d tokens, %.1f s%s",
                 state.global_step,
@@ -248,10 +254,17 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
                 "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}",
             )
 
+    # TRL's TensorBoard events beside Seedcast's, one folder to open; TRL reads the variable when it starts.
+    tensorboard_variable = os.environ.get(TRL_TENSORBOARD_VARIABLE)
+    if "tensorboard" in config.report_to and tensorboard_variable is None:
+        os.environ[TRL_TENSORBOARD_VARIABLE] = str(run.path / "tensorboard" / "trl")
+    # Opened before TRL's trainer, so TRL's W&B callback logs into this run instead of starting another.
+    trackers = open_trackers(config.report_to, run.path, config.model_dump(mode="json"))
     if config.eval_every:
-        baseline = run_eval()
-        run.append_metrics(IterationRecord(iteration=BASELINE_ITERATION, step=0, eval_reward=baseline))
-        log.info("base model eval reward %.3f", baseline)
+        baseline_record = IterationRecord(iteration=BASELINE_ITERATION, step=0, eval_reward=run_eval())
+        run.append_metrics(baseline_record)
+        trackers.log_record(baseline_record)
+        log.info("base model eval reward %.3f", baseline_record.eval_reward)
     model.train()
     trainer = trl.GRPOTrainer(
         model=model,
@@ -262,7 +275,12 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         callbacks=[MetricsCallback()],
     )
     trainer.remove_callback(PrinterCallback)  # our own line per step replaces TRL's printed dicts
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        trackers.close()
+        if tensorboard_variable is None:
+            os.environ.pop(TRL_TENSORBOARD_VARIABLE, None)
     with (run.path / TRL_LOG_FILE).open("w") as handle:  # TRL's own per-step statistics (loss, KL, entropy...)
         handle.writelines(json.dumps(entry) + "\n" for entry in trainer.state.log_history)
     model_dir = run.path / GRPO_MODEL_DIR

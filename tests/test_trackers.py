@@ -1,0 +1,111 @@
+"""report_to: the per-step record in TensorBoard (read back from the event files) and in W&B offline mode."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from seedcast.optimizer.cli import main
+from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.run_records import IterationRecord
+from seedcast.optimizer.trackers import TrackerUnavailableError, check_installed, open_trackers, wandb_mode
+from tests.test_grpo import TINY_TASK
+
+
+def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def _rows(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("written", "names"),
+    [
+        ("none", []),
+        ("tensorboard", ["tensorboard"]),
+        ("tensorboard,wandb", ["tensorboard", "wandb"]),
+        ("[wandb]", ["wandb"]),
+    ],
+)
+def test_report_to_reads_as_users_write_it(written, names):
+    assert load_config(overrides=[f"report_to={written}"]).report_to == names
+
+
+def test_an_unknown_tracker_is_a_config_error_naming_the_choices():
+    with pytest.raises(ConfigError, match="'tensorboard' or 'wandb'"):
+        load_config(overrides=["report_to=mlflow"])
+
+
+def test_a_missing_tracker_package_says_what_to_install(monkeypatch, tmp_path, capsys, tiny_model_dir):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(TrackerUnavailableError, match=r"seedcast\[wandb\]"):
+        check_installed(["tensorboard", "wandb"])
+    command = ["train", "--run-dir", str(tmp_path / "run"), f"model.name={tiny_model_dir}", "report_to=wandb"]
+    assert main(command) == 2
+    assert "pip install 'seedcast[wandb]'" in capsys.readouterr().err
+
+
+def test_es_training_writes_the_metrics_rows_to_tensorboard(tmp_path, tiny_model_dir):
+    run = tmp_path / "run"
+    overrides = [
+        f"model.name={tiny_model_dir}",
+        "iterations=2",
+        "batch_size=3",
+        "eval_every=1",
+        "eval_size=4",
+        "task.evaluator=tests.tiny_model:digit_fraction_reward",
+        "task.synthetic_size=50",
+        "sampling.max_new_tokens=6",
+        "sampling.temperature=1.0",
+        "es.population=4",
+        "es.sigma=0.05",
+        "fleet.local=1",
+        "fleet.threads_per_server=1",
+        "report_to=tensorboard",
+    ]
+    assert main(["train", "--run-dir", str(run), "--no-progress", *overrides]) == 0
+    scalars, rows = _scalars(run / "tensorboard"), _rows(run)
+    assert scalars["eval_reward"] == [(r["step"], pytest.approx(r["eval_reward"])) for r in rows]
+    assert scalars["reward_mean"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
+    assert [step for step, _ in scalars["generate_seconds"]] == [1, 2]
+
+
+def test_grpo_writes_the_same_rows_and_trl_writes_its_own_beside_them(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    run = tmp_path / "grpo"
+    command = ["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}", *TINY_TASK]
+    assert main([*command, "report_to=tensorboard"]) == 0
+    scalars, rows = _scalars(run / "tensorboard"), _rows(run)
+    assert scalars["reward_mean"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
+    assert "train/loss" in _scalars(run / "tensorboard" / "trl")  # TRL's own metrics, in the same folder tree
+    assert "TENSORBOARD_LOGGING_DIR" not in os.environ  # pointed there for this run only
+
+
+def test_wandb_logs_offline_without_an_account(tmp_path, monkeypatch):
+    for variable in ("WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for variable in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(variable, str(tmp_path / variable.lower()))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    assert wandb_mode() == "offline"
+    run = tmp_path / "run"
+    trackers = open_trackers(["wandb"], run, {"es": {"sigma": 0.005}})
+    trackers.log_record(IterationRecord(iteration=-1, step=0, eval_reward=0.25))
+    trackers.log_record(IterationRecord(iteration=0, step=1, reward_mean=0.123456789, fingerprint="abc"))
+    trackers.close()
+    (log_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    written = log_file.read_bytes()
+    for expected in (b"reward_mean", b"0.123456789", b"eval_reward", b"sigma"):
+        assert expected in written, expected
