@@ -24,9 +24,29 @@ def _gib(value: int | None) -> str:
     return "–" if value is None else f"{value / GIB:.2f} GiB"
 
 
+def _tests_line(tests: dict | None) -> str:
+    if tests is None:
+        return "- gpu-marked tests: not run"
+    passed = tests.get("tests", 0) - tests.get("failures", 0) - tests.get("errors", 0)
+    line = f"- gpu-marked tests: {passed} of {tests.get('tests', 0)} passed, {tests.get('skipped', 0)} skipped"
+    if tests.get("failed"):
+        line += f"; failed: {', '.join(tests['failed'])}"
+    return line + (f"; error: {tests['error']}" if tests.get("error") else "")
+
+
+def _fleet_line(fleet: dict | None) -> str:
+    if fleet is None:
+        return "- two-server run: not run"
+    line = (
+        f"- two-server run: servers {fleet.get('servers_active')}, members {fleet.get('members_ok')}, "
+        f"export matches the servers: {fleet.get('export_matches_servers')}"
+    )
+    return line + (f"; error: {fleet['error']}" if fleet.get("error") else "")
+
+
 def table(report: dict) -> str:
     """Markdown: what ran, the tests, the per-shape rows and the fleet run."""
-    machine, tests, fleet = report["machine"], report.get("tests", {}), report.get("fleet_run", {})
+    machine = report["machine"]
     lines = [
         f"# Seedcast GPU check: {report['mode']}",
         "",
@@ -34,13 +54,8 @@ def table(report: dict) -> str:
         f"transformers {machine['transformers']}, Python {machine['python']}, commit {machine.get('commit')}; "
         f"{report['seconds']:.0f} s in all. Overall: **{'passed' if report['ok'] else 'FAILED'}**.",
         "",
-        f"- gpu-marked tests: {tests.get('tests', 0) - tests.get('failures', 0) - tests.get('errors', 0)} of "
-        f"{tests.get('tests', 0)} passed, {tests.get('skipped', 0)} skipped"
-        + (f"; failed: {', '.join(tests['failed'])}" if tests.get("failed") else "")
-        + (f"; error: {tests['error']}" if tests.get("error") else ""),
-        f"- two-server run: servers {fleet.get('servers_active')}, members {fleet.get('members_ok')}, "
-        f"export matches the servers: {fleet.get('export_matches_servers')}"
-        + (f"; error: {fleet['error']}" if fleet.get("error") else ""),
+        _tests_line(report.get("tests")),
+        _fleet_line(report.get("fleet_run")),
         "",
         "| model | parameters | noise | perturb | restore | update (8 seeds) | member ÷ plain | tokens/s "
         "| peak memory | ÷ plain inference |",

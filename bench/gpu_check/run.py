@@ -43,6 +43,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shapes", default=None, help="comma-separated model shapes (default: by mode)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per row (default: 3, dry run 1)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="per member (default: 128, dry run 8)")
+    parser.add_argument(
+        "--parts",
+        default="tests,speed,fleet",
+        help="which parts to run (default: tests,speed,fleet), e.g. to rerun one",
+    )
     return parser.parse_args(argv)
 
 
@@ -128,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     models = out / "models"
     report: dict = {"mode": "dry run (CPU)" if dry else "GPU", "machine": machine(), "shapes": {}}
     started = time.perf_counter()
-    run_part(report, "tests", lambda: gpu_tests(out, device.type))
-    for shape in shapes:
+    parts = set(args.parts.split(","))
+    if "tests" in parts:
+        run_part(report, "tests", lambda: gpu_tests(out, device.type))
+    for shape in shapes if "speed" in parts else []:
 
         def measure(shape: str = shape) -> dict:
             folder = build_model(shape, models / shape, device=str(device))
@@ -141,10 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         folder = build_model(shapes[0], models / shapes[0], device=str(device))  # already built above
         return two_server_run(str(folder), device.type, out, min(tokens, 32))
 
-    run_part(report, "fleet_run", fleet)
+    if "fleet" in parts:
+        run_part(report, "fleet_run", fleet)
     report["seconds"] = time.perf_counter() - started
     report["ok"] = all(
-        part.get("ok", True) for part in [report["tests"], report["fleet_run"], *report["shapes"].values()]
+        part.get("ok", True)
+        for part in [report.get("tests", {}), report.get("fleet_run", {}), *report["shapes"].values()]
     )
     table = write_report(report, out)
     print(table)
