@@ -32,8 +32,9 @@ def train(args: argparse.Namespace) -> int:
     from seedcast.optimizer.analysis.plots import reward_curve_after_run
     from seedcast.optimizer.config import ConfigError, config_reference
     from seedcast.optimizer.run_dir import RunDirectory
-    from seedcast.optimizer.trainer import Trainer
     from seedcast.proto.telemetry import start_metrics_server
+    from seedcast.runs import resume
+    from seedcast.runs import train as train_run
 
     if args.help_config:
         print("\n".join(config_reference()))
@@ -52,19 +53,20 @@ def train(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "--resume takes the config and weights from the run directory; drop --config / --init-from"
             )
-        run = RunDirectory(args.resume)
-        config = run.load_config(overrides)
+        config, run_path = RunDirectory(args.resume).load_config(overrides), Path(args.resume)
     else:
-        config, run_dir = new_run_config(args, overrides)
-        run = RunDirectory.create(run_dir, config)
-    logging.getLogger("seedcast").info("run directory: %s", run.path)
+        config, run_path = new_run_config(args, overrides)
     registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
     if config.metrics_port is not None:
         bound = start_metrics_server(config.metrics_port, registry=registry)
         logging.getLogger("seedcast").info("metrics on http://0.0.0.0:%d/metrics", bound)
     started = time.perf_counter()
-    trainer = Trainer(config, run, show_progress=not args.no_progress, registry=registry)
-    result = asyncio.run(trainer.train())
+    progress = not args.no_progress
+    if args.resume:
+        result = resume(args.resume, overrides=overrides, show_progress=progress, registry=registry)
+    else:
+        result = train_run(config, run_path, show_progress=progress, registry=registry)
+    run = RunDirectory(run_path)
     plot = reward_curve_after_run(run.path)
     rows = [r for r in result.metrics if r.reward_mean is not None]
     evals = [r for r in result.metrics if r.eval_reward is not None]
@@ -83,14 +85,13 @@ def train(args: argparse.Namespace) -> int:
 
 
 def grpo(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.grpo import train_grpo
     from seedcast.optimizer.analysis.plots import reward_curve_after_run
     from seedcast.optimizer.run_dir import RunDirectory
+    from seedcast.runs import grpo as grpo_run
 
     config, run_dir = new_run_config(args, list(args.overrides))
-    run = RunDirectory.create(run_dir, config, update_log=False)
-    logging.getLogger("seedcast").info("run directory: %s", run.path)
-    summary = train_grpo(config, run, show_progress=not args.no_progress)
+    summary = grpo_run(config, run_dir, show_progress=not args.no_progress)
+    run = RunDirectory(run_dir)
     plot = reward_curve_after_run(run.path)
     evals = [r for r in run.metrics() if r.eval_reward is not None]
     print(
@@ -171,9 +172,11 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.export import export_run
+    from seedcast.runs import export as export_run
 
-    summary = export_run(args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps)
+    summary = export_run(
+        args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps, show_progress=True
+    )
     match = summary["matches_servers"]
     verdict = "" if match is None else f" ({'matches' if match else 'DIFFERS FROM'} the servers' fingerprint)"
     print(f"wrote {args.out}: {summary['steps']} steps replayed, fingerprint {summary['fingerprint']}{verdict}")

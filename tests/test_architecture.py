@@ -6,6 +6,8 @@ inference_server/  never imports optimizer/
 optimizer/         imports of inference_server/ only its noise package, model_source and
                    serve_config (how to start a server: local fleets write one); the CLI alone
                    imports the server too, to run `seedcast serve`
+api/               the package root (`import seedcast`): the public API on top of all of them, which
+                   none of them imports except the CLI's commands
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 import tomllib
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("proto", "evaluators", "inference_server", "optimizer")
+FOLDERS = ("proto", "evaluators", "inference_server", "optimizer", "api")
 GENERATED = {"seedcast_pb2.py", "seedcast_pb2_grpc.py"}
 MAX_LINES = 400
 OPTIMIZER_MAY_USE = (
@@ -33,14 +35,18 @@ def _sources(folder: str) -> list[Path]:
     return sorted(p for p in (REPO_ROOT / folder).rglob("*.py") if p.name not in GENERATED)
 
 
+def _is_seedcast(module: str) -> bool:
+    return module == "seedcast" or module.startswith("seedcast.")
+
+
 def _imports(path: Path) -> list[str]:
     """Every module a file imports from Seedcast, at any depth (lazy imports inside functions count)."""
     modules = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("seedcast."):
+        if isinstance(node, ast.ImportFrom) and node.module and _is_seedcast(node.module):
             modules.append(node.module)
         elif isinstance(node, ast.Import):
-            modules.extend(alias.name for alias in node.names if alias.name.startswith("seedcast."))
+            modules.extend(alias.name for alias in node.names if _is_seedcast(alias.name))
     return modules
 
 
@@ -64,6 +70,23 @@ def test_proto_imports_only_itself():
 def test_evaluators_import_only_proto():
     allowed = ("seedcast.proto", "seedcast.evaluators")
     assert _violations("evaluators", lambda path, module: _within(module, allowed)) == []
+
+
+API_MODULES = ("seedcast.runs", "seedcast.servers")
+
+
+def _is_api(module: str) -> bool:
+    return module == "seedcast" or _within(module, API_MODULES)  # `seedcast` alone is the root, api/__init__
+
+
+@pytest.mark.parametrize("folder", ["proto", "evaluators", "inference_server"])
+def test_nothing_below_the_api_imports_it(folder):
+    assert _violations(folder, lambda path, module: not _is_api(module)) == []
+
+
+def test_the_optimizer_reaches_the_api_only_from_the_cli_commands():
+    commands = REPO_ROOT / "optimizer" / "commands.py"
+    assert _violations("optimizer", lambda path, module: path == commands or not _is_api(module)) == []
 
 
 def test_the_server_never_imports_the_optimizer():
@@ -104,6 +127,8 @@ def test_every_package_folder_is_installed():
     found = {
         "seedcast." + ".".join(init.parent.relative_to(REPO_ROOT).parts)
         for folder in FOLDERS
+        if folder != "api"
         for init in (REPO_ROOT / folder).rglob("__init__.py")
     }
-    assert found == listed
+    assert (REPO_ROOT / "api" / "__init__.py").is_file() and not list((REPO_ROOT / "api").glob("*/__init__.py"))
+    assert found | {"seedcast"} == listed  # api/ is the root package itself, with no sub-packages

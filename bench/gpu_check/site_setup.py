@@ -16,20 +16,23 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# pyproject's [tool.setuptools] package-dir: seedcast.<name> is the repository folder <name>.
+# pyproject's [tool.setuptools] package-dir: seedcast.<name> is the repository folder <name>, and the
+# package root `seedcast` itself (the Python API) is api/.
 SOURCE_FOLDERS = ("proto", "optimizer", "inference_server", "evaluators")
+ROOT_FOLDER = "api"
 
 
 def seedcast_source_tree(site: Path) -> Path:
-    """SITE/source, holding a `seedcast` namespace package whose sub-packages link to the repository."""
+    """SITE/source, holding a `seedcast` package whose modules and sub-packages link to the repository."""
     root = site / "source"
     package = root / "seedcast"
     package.mkdir(parents=True, exist_ok=True)
-    for folder in SOURCE_FOLDERS:
-        link = package / folder
+    links = [(package / folder, REPO_ROOT / folder) for folder in SOURCE_FOLDERS]
+    links += [(package / module.name, module) for module in (REPO_ROOT / ROOT_FOLDER).glob("*.py")]
+    for link, target in links:
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(REPO_ROOT / folder, target_is_directory=True)
+        link.symlink_to(target, target_is_directory=target.is_dir())
     return root
 
 
