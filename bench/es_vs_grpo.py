@@ -21,7 +21,9 @@ settings, e.g. another wall-time budget, is made again):
    token budget, writing the task's part of docs/results/claims.json; then again at 64 new tokens (n = 4,
    base, GRPO, ES at equal wall time and the control), where the base is rarely cut off, as `TASK-64-tokens`.
 
-Every run is a `seedcast` command the plan prints, so any one can be repeated by hand.
+Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. Each finished run's
+files except weights are copied to docs/results/es-vs-grpo/TASK/NAME (`--publish-finished` copies those of
+runs made before), to be committed as soon as it ends.
 """
 
 from __future__ import annotations
@@ -54,6 +56,29 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 STAGES = ("grid", "grpo", "es", "hybrid", "format", "compare")
 
 
+# What a finished run leaves in docs/results/es-vs-grpo/TASK/NAME: everything but weights. An ES run's
+# config and update log rebuild its weights bit for bit (`seedcast export`); a GRPO run keeps its numbers.
+PUBLISHED_FILES = (
+    "plan-command.json",
+    "config.yaml",
+    "summary.json",
+    "metrics.jsonl",
+    "updates.jsonl",
+    "trl_log.jsonl",
+)
+PUBLISHED_ROOT = Path("docs/results/es-vs-grpo")
+
+
+def publish(run_dir: Path, task: str, name: str) -> Path:
+    """Copy a finished run's small files to PUBLISHED_ROOT/TASK/NAME (committed as soon as a run ends)."""
+    target = PUBLISHED_ROOT / task / name
+    target.mkdir(parents=True, exist_ok=True)
+    for file in PUBLISHED_FILES:
+        if (run_dir / file).is_file():
+            shutil.copy2(run_dir / file, target / file)
+    return target
+
+
 class Plan:
     """The runs of one task under OUT/TASK; `run` skips finished ones and prints every command."""
 
@@ -74,6 +99,7 @@ class Plan:
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
             recorded.write_text(json.dumps(full) + "\n")
+            print(f"# finished; its files are in {publish(run_dir, self.task, name)}", flush=True)
         return run_dir
 
     @staticmethod
@@ -139,8 +165,16 @@ def main() -> None:
     parser.add_argument("--until", default="compare", choices=STAGES, help="stop after this stage")
     parser.add_argument("--claims", default="docs/results/claims.json", help="claims file compare writes into")
     parser.add_argument("--dry-run", action="store_true", help="print the commands of the runs not yet done")
+    parser.add_argument(
+        "--publish-finished", action="store_true", help=f"copy every finished run's files to {PUBLISHED_ROOT}/ and stop"
+    )
     args = parser.parse_args()
     plan = Plan(args.task, Path(args.out), args.dry_run)
+    if args.publish_finished:
+        for recorded in sorted(plan.folder.glob("**/plan-command.json")):
+            if (recorded.parent / "summary.json").is_file():
+                print(publish(recorded.parent, args.task, str(recorded.parent.relative_to(plan.folder))))
+        return
     stages = STAGES[: STAGES.index(args.until) + 1]
 
     grid = {json.dumps(s): grpo(plan, "grid/" + "-".join(s.values()), s, 0) for s in grid_settings()}
