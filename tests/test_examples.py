@@ -1,0 +1,35 @@
+"""The examples run as written (on the tiny model, with small budgets)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.format_and_correctness import reward
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [("12 + 30 = 42", 1.0), ("The answer is 41.", 0.5), ("Let me think about", 0.0), ("42 is it", 0.0)],
+)
+def test_the_custom_evaluator_scores_format_and_correctness(reply, score):
+    assert reward(reply, "42") == score
+
+
+def test_the_custom_evaluator_cannot_score_a_reference_that_is_not_a_number():
+    assert reward("42", "forty-two") is None
+
+
+def test_train_export_load_runs_as_written(tmp_path, tiny_model_dir):
+    command = [sys.executable, "-m", "examples.train_export_load", "--model", tiny_model_dir]
+    command += ["--iterations", "2", "--population", "4", "--max-new-tokens", "6", "--out", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trained 2 iterations" in done.stdout
+    assert "weights match the servers': True" in done.stdout
+    assert "transformers:" in done.stdout and (tmp_path / "model" / "README.md").is_file()
