@@ -12,6 +12,7 @@ from seedcast.optimizer.analysis.evaluate import EvalOptions
 from seedcast.optimizer.config import TrainConfig, load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import RunSummary
+from seedcast.optimizer.trackers import check_installed
 from seedcast.optimizer.trainer import TrainResult
 
 log = logging.getLogger("seedcast")
@@ -45,6 +46,7 @@ def train(
     from seedcast.optimizer.trainer import Trainer
 
     resolved = _config(config, overrides)
+    check_installed(resolved.report_to)  # before the run directory exists
     run = RunDirectory.create(new_run_dir(run_dir), resolved)
     log.info("run directory: %s", run.path)
     return asyncio.run(Trainer(resolved, run, show_progress=show_progress, registry=registry).train())
@@ -73,6 +75,7 @@ def grpo(
     from seedcast.optimizer.analysis.grpo import train_grpo
 
     resolved = _config(config, overrides)
+    check_installed(resolved.report_to)  # before the run directory exists and the model loads
     run = RunDirectory.create(new_run_dir(run_dir), resolved, update_log=False)
     log.info("run directory: %s", run.path)
     return train_grpo(resolved, run, show_progress=show_progress)

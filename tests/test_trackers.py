@@ -54,6 +54,7 @@ def test_a_missing_tracker_package_says_what_to_install(monkeypatch, tmp_path, c
     command = ["train", "--run-dir", str(tmp_path / "run"), f"model.name={tiny_model_dir}", "report_to=wandb"]
     assert main(command) == 2
     assert "pip install 'seedcast[wandb]'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before the run directory was made
 
 
 def test_es_training_writes_the_metrics_rows_to_tensorboard(tmp_path, tiny_model_dir):
