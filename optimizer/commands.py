@@ -17,8 +17,9 @@ def new_run_config(args: argparse.Namespace, overrides: list[str]):
     """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
     from seedcast.optimizer.config import load_config
     from seedcast.optimizer.run_kinds import model_folder
+    from seedcast.runs import new_run_dir
 
-    run_dir = Path(args.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = new_run_dir(args.run_dir)
     if args.init_from:
         folder = model_folder(args.init_from, export_to=run_dir / "init-model")
         logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
