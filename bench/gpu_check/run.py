@@ -1,7 +1,7 @@
 """The GPU check: prove Seedcast's CUDA path on a bare GPU machine in one command, in minutes (docs/gpu.md).
 
     python3 bench/gpu_check/run.py                  # on the GPU machine, with gpu-wheels/ carried along
-    python3 bench/gpu_check/run.py --dry-run        # anywhere: tiny models on the CPU, in a few minutes
+    python3 bench/gpu_check/run.py --dry-run        # anywhere: tiny models on the CPU, under a minute
 
 Writes OUT/report.json and OUT/report.md (default OUT: gpu-check-report/) and prints the table:
 
