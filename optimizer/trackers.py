@@ -5,7 +5,7 @@ uploadable later with `wandb sync`), so a run never needs an account or a networ
 
 ES (`seedcast train`) and GRPO (`seedcast grpo`) log the same record under the same names, so both
 methods land side by side in one dashboard; GRPO also hands `report_to` to TRL, whose own metrics then go
-to the same TensorBoard folder or W&B run.
+to the same TensorBoard folder or W&B run. `seedcast eval` logs its summary (pass@k, entropy...) at step 0.
 """
 
 from __future__ import annotations

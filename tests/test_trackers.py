@@ -110,3 +110,14 @@ def test_wandb_logs_offline_without_an_account(tmp_path, monkeypatch):
     written = log_file.read_bytes()
     for expected in (b"reward_mean", b"0.123456789", b"eval_reward", b"sigma"):
         assert expected in written, expected
+
+
+def test_eval_reports_its_numbers_to_tensorboard(tmp_path, tiny_model_dir):
+    out = tmp_path / "eval"
+    command = ["eval", "--model", tiny_model_dir, "--limit", "3", "--n", "2", "--k", "1,2", "--max-tokens", "4"]
+    overrides = ["task.evaluator=tests.tiny_model:contains_digit_reward", "fleet.threads_per_server=1"]
+    assert main([*command, "--out", str(out), *overrides, "report_to=tensorboard"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    scalars = _scalars(out / "tensorboard")
+    assert scalars["pass@2"] == [(0, pytest.approx(results["pass_at_k"]["2"]["mean"]))]
+    assert scalars["truncation_rate"] == [(0, pytest.approx(results["truncation_rate"]))]

@@ -33,6 +33,7 @@ from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.replicas import Fleet
 from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
+from seedcast.optimizer.trackers import check_installed, open_trackers
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.eval")
@@ -211,6 +212,7 @@ def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[li
 
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
     """Start or connect the servers, sample, score, summarize; writes results.json and pass_at_k.png."""
+    check_installed(config.report_to)  # before any sampling
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
     problems, excluded = held_out_problems(config, options.exclude_seeds)
@@ -279,4 +281,17 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
                 + "\n"
             )
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")
+    report_eval(config, results, out_dir)
     return results
+
+
+def report_eval(config: TrainConfig, results: dict, out_dir: Path) -> None:
+    """Send an evaluation's numbers to the trackers in `report_to` (step 0, in OUT's tensorboard/ or wandb/)."""
+    scalars = {f"pass@{k}": row["mean"] for k, row in results["pass_at_k"].items()}
+    for key in ("mean_token_entropy", "distinct_answers_per_problem", "truncation_rate", "finished_accuracy"):
+        if results.get(key) is not None:
+            scalars[key] = results[key]
+    trackers = open_trackers(config.report_to, out_dir, config.model_dump(mode="json"))
+    for tracker in trackers.trackers:
+        tracker.log(0, scalars)
+    trackers.close()
