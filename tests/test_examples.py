@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,12 @@ def test_train_export_load_runs_as_written(tmp_path, tiny_model_dir):
     assert "trained 2 iterations" in done.stdout
     assert "weights match the servers': True" in done.stdout
     assert "transformers:" in done.stdout and (tmp_path / "model" / "README.md").is_file()
+
+
+def test_remote_reward_runs_as_written(tmp_path, tiny_model_dir):
+    command = [sys.executable, "-m", "examples.remote_reward", "--model", tiny_model_dir, "--iterations", "2"]
+    done = subprocess.run([*command, "--out", str(tmp_path / "run")], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "scored remotely at http://127.0.0.1:" in done.stdout and "per iteration [" in done.stdout
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["members_ok"] for r in rows] == [4, 4]  # every member was scored by the service
