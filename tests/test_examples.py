@@ -43,3 +43,30 @@ def test_remote_reward_runs_as_written(tmp_path, tiny_model_dir):
     assert "scored remotely at http://127.0.0.1:" in done.stdout and "per iteration [" in done.stdout
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["members_ok"] for r in rows] == [4, 4]  # every member was scored by the service
+
+
+def test_reward_model_runs_as_written(tmp_path, tiny_model_dir):
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(config).save_pretrained(tmp_path / "rm")  # a tiny random classifier
+    tokenizer.save_pretrained(tmp_path / "rm")
+    command = [sys.executable, "-m", "examples.reward_model", "--reward-model", str(tmp_path / "rm")]
+    command += ["--model", tiny_model_dir, "--iterations", "2", "--out", str(tmp_path / "run")]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["members_ok"] for r in rows] == [4, 4]
+    assert all(0.0 < r["reward_mean"] < 1.0 for r in rows)  # a classifier's graded scores, not 0/1
