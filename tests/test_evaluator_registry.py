@@ -104,23 +104,9 @@ def test_remote_endpoint(reward_endpoint):
 
 
 def test_local_reward_model(tmp_path, tiny_model_dir):
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+    from tests.tiny_model import build_tiny_reward_model
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForSequenceClassification(config).save_pretrained(tmp_path / "rm")
-    tokenizer.save_pretrained(tmp_path / "rm")
+    build_tiny_reward_model(tmp_path / "rm", tiny_model_dir)
     evaluator = load_evaluator(f"reward-model:{tmp_path / 'rm'}")
     rewards = evaluator.score_batch(SAMPLES * 3)
     assert len(rewards) == 6 and all(0.0 < r < 1.0 for r in rewards)

@@ -46,23 +46,9 @@ def test_remote_reward_runs_as_written(tmp_path, tiny_model_dir):
 
 
 def test_reward_model_runs_as_written(tmp_path, tiny_model_dir):
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+    from tests.tiny_model import build_tiny_reward_model
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_labels=1,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForSequenceClassification(config).save_pretrained(tmp_path / "rm")  # a tiny random classifier
-    tokenizer.save_pretrained(tmp_path / "rm")
+    build_tiny_reward_model(tmp_path / "rm", tiny_model_dir)  # a tiny random classifier
     command = [sys.executable, "-m", "examples.reward_model", "--reward-model", str(tmp_path / "rm")]
     command += ["--model", tiny_model_dir, "--iterations", "2", "--out", str(tmp_path / "run")]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)

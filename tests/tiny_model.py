@@ -71,6 +71,28 @@ def build_tiny_model(
     return path
 
 
+def build_tiny_reward_model(path: Path, tokenizer_dir: str) -> Path:
+    """Write a random one-layer LlamaForSequenceClassification (one logit) with the tiny model's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_labels=1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def digit_fraction_reward(completion: str, reference: str) -> float:
     """Test evaluator: the fraction of characters that are digits (graded, defined for any text)."""
     del reference
