@@ -110,9 +110,11 @@ class Trackers:
         self.trackers = trackers
 
     def log_record(self, record: IterationRecord) -> None:
-        scalars = record_scalars(record)
+        self.log(record.step, record_scalars(record))
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
         for tracker in self.trackers:
-            tracker.log(record.step, scalars)
+            tracker.log(step, scalars)
 
     def close(self) -> None:
         for tracker in self.trackers:

@@ -292,6 +292,5 @@ def report_eval(config: TrainConfig, results: dict, out_dir: Path) -> None:
         if results.get(key) is not None:
             scalars[key] = results[key]
     trackers = open_trackers(config.report_to, out_dir, config.model_dump(mode="json"))
-    for tracker in trackers.trackers:
-        tracker.log(0, scalars)
+    trackers.log(0, scalars)
     trackers.close()
