@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,26 @@ def test_reward_model_runs_as_written(tmp_path, tiny_model_dir):
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["members_ok"] for r in rows] == [4, 4]
     assert all(0.0 < r["reward_mean"] < 1.0 for r in rows)  # a classifier's graded scores, not 0/1
+
+
+def test_two_machine_fleet_runs_as_written(tmp_path, tiny_model_dir):
+    out = tmp_path / "fleet"
+    settings = {"MODEL": tiny_model_dir, "ITERATIONS": "2", "POPULATION": "4", "OUT": str(out)}
+    settings["SEEDCAST"] = str(Path(sys.executable).parent / "seedcast")
+    script = REPO_ROOT / "examples" / "two_machine_fleet.sh"
+    done = subprocess.run(
+        ["bash", str(script)],
+        cwd=REPO_ROOT,
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["servers_active"], r["members_ok"]) for r in rows] == [(2, 4), (2, 4)]
+    token = (out / "pki" / "token").read_text().strip()
+    for box in ("box1", "box2"):
+        log = (out / f"{box}.log").read_text()
+        assert "(TLS, bearer token required)" in log and "applied step 2" in log
+        assert token not in log
