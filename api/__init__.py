@@ -26,6 +26,7 @@ _EXPORTS = {
     "FunctionEvaluator": "seedcast.evaluators.base",
     "ScoredSample": "seedcast.evaluators.base",
     "load_evaluator": "seedcast.evaluators.registry",
+    "register_evaluator": "seedcast.evaluators.registry",
     "ServeConfig": "seedcast.inference_server.serve_config",
     "ConfigError": "seedcast.optimizer.config",
     "ESConfig": "seedcast.optimizer.config",
@@ -73,6 +74,7 @@ __all__ = [
     "grpo",
     "load_config",
     "load_evaluator",
+    "register_evaluator",
     "resume",
     "start_server_process",
     "train",
@@ -80,7 +82,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from seedcast.evaluators.base import Evaluator, FunctionEvaluator, ScoredSample
-    from seedcast.evaluators.registry import load_evaluator
+    from seedcast.evaluators.registry import load_evaluator, register_evaluator
     from seedcast.inference_server.serve_config import ServeConfig
     from seedcast.optimizer.config import (
         ConfigError,

@@ -6,7 +6,9 @@ A spec is one of:
 - `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
 - `module:callable`, where the callable takes (completion, reference) and returns a float in
   [0, 1] or None, or is a zero-argument factory/class whose instance has `score_batch`;
-- the name of an entry point in the `seedcast.evaluators` group, loaded the same way.
+- the name of an entry point in the `seedcast.evaluators` group, loaded the same way;
+- a name given to `register_evaluator` in this process (a reward written in a notebook, say): only servers
+  in the same process (`seedcast.LocalServer`) and `seedcast.grpo` can use it, not child processes.
 """
 
 from __future__ import annotations
@@ -83,10 +85,32 @@ def installed_plugins() -> dict:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+_REGISTERED_IN_PROCESS: dict[str, Evaluator] = {}
+
+
+def register_evaluator(name: str, evaluator: object) -> None:
+    """Make `name` an evaluator spec in this process: `evaluator` is a function (completion, reference) ->
+    float | None, an object with `score_batch`, or a class making one. Registering a name again replaces it.
+
+    Servers started as child processes (`fleet.local`, `seedcast serve`) cannot see it: serve from this
+    process with `seedcast.LocalServer`, or give the function a `module:callable` spec they can import."""
+    reserved = name in BUILTIN_EVALUATORS or name.startswith(("reward-model:", "remote:"))
+    if not name or ":" in name or reserved:
+        raise EvaluatorSpecError(f"cannot register {name!r}: use a plain name that is not built in and has no ':'")
+    _REGISTERED_IN_PROCESS[name] = _from_object(evaluator, name)
+
+
+def registered_in_process(spec: str) -> bool:
+    """Whether `spec` names an evaluator registered in this process (so child processes cannot load it)."""
+    return spec in _REGISTERED_IN_PROCESS
+
+
 def load_evaluator(spec: str) -> Evaluator:
     """Build the evaluator a spec names (see the module docstring); errors say what is accepted."""
     if spec in BUILTIN_EVALUATORS:
         return BUILTIN_EVALUATORS[spec]()
+    if spec in _REGISTERED_IN_PROCESS:
+        return _REGISTERED_IN_PROCESS[spec]
     if spec.startswith("reward-model:"):
         from seedcast.evaluators.reward_model import LocalRewardModel
 
@@ -109,5 +133,6 @@ def load_evaluator(spec: str) -> Evaluator:
         return _from_object(getattr(module, attribute), spec)
     known = ", ".join([*BUILTIN_EVALUATORS, *plugins])
     raise EvaluatorSpecError(
-        f"unknown evaluator {spec!r}; use one of {known}, reward-model:PATH, remote:URL or module:callable"
+        f"unknown evaluator {spec!r}; use one of {known}, reward-model:PATH, remote:URL or module:callable "
+        "(a name given to seedcast.register_evaluator exists only in the process that registered it)"
     )

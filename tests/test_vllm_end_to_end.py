@@ -4,7 +4,10 @@ and vLLM's own metrics next to ours. Runs in the vLLM environment only (`make te
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from tests.test_end_to_end import _overrides, _train
 from tests.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.vllm
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +78,14 @@ def test_vllm_metrics_are_served_next_to_seedcast_metrics(tmp_path, vllm_model_d
     dashboards = (Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "dashboards").glob("*.json")
     used = {name for path in dashboards for name in re.findall(r"vllm:[a-z_]+", path.read_text())}
     assert used and used <= served, f"dashboard metrics this vLLM does not serve: {sorted(used - served)}"
+
+
+def test_the_export_example_loads_its_result_with_vllm(tmp_path, vllm_model_dir):
+    """examples/train_export_load.py in the vllm environment: the exported bf16 folder serves in vLLM."""
+    command = [sys.executable, "-m", "examples.train_export_load", "--model", vllm_model_dir, "--iterations", "1"]
+    command += ["--population", "2", "--max-new-tokens", "4", "--out", str(tmp_path)]
+    environment = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    done = subprocess.run(command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "weights match the servers': True" in done.stdout
+    assert "\nvllm: " in done.stdout and "vllm: not installed" not in done.stdout  # vLLM loaded it and answered

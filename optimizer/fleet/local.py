@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from seedcast.inference_server.serve_config import ServeConfig, write_serve_config
-from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.fleet")
@@ -82,6 +82,16 @@ class LocalFleet:
 
     def start(self) -> list[str]:
         """Launch the servers and wait until all are ready; returns their addresses."""
+        from seedcast.evaluators.registry import registered_in_process
+
+        spec = self.config.task.evaluator_spec()
+        if self.config.fleet.local and registered_in_process(spec):
+            raise ConfigError(
+                f"task.evaluator {spec!r} was registered in this process (seedcast.register_evaluator), which "
+                "fleet.local servers, child processes, cannot see: serve from this process with "
+                "seedcast.LocalServer and set fleet.servers=[server.address] (fleet.local=0), or name the "
+                "function as module:callable"
+            )
         for index in range(self.config.fleet.local):
             config_path = self.logs_dir / f"server-{index}.yaml"
             write_serve_config(self.serve_config(index), config_path)
