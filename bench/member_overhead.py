@@ -138,7 +138,7 @@ def main() -> None:
     )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
-    extra = {"pair_cache": True} if args.pair_cache else {}
+    extra = {"pair_cache": args.pair_cache}  # on or off as asked, never the auto default
     backend = create_backend(
         args.backend, args.model, device="cpu", dtype=args.dtype, threads=args.threads, noise=args.noise, **extra
     )

@@ -94,7 +94,7 @@ async def es_server_peak(
             str(ready),
             "--noise",
             noise,
-            *(["--pair-cache"] if pair_cache else []),
+            "--pair-cache" if pair_cache else "--no-pair-cache",  # not the auto default: each row is one setting
         ]
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

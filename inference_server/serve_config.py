@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from seedcast.inference_server.backends import BACKENDS
 from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.noise.kinds import NOISE_KINDS
+from seedcast.inference_server.noise.kinds import NOISE_CHOICES
 from seedcast.proto.errors import SeedcastError
 
 
@@ -60,18 +60,19 @@ class ServeConfig(BaseModel):
     threads: int | None = Field(
         None, ge=1, description="Torch CPU threads (default: torch's choice).", json_schema_extra=_backend_option()
     )
-    pair_cache: bool = Field(
-        False,
+    pair_cache: bool | Literal["auto"] = Field(
+        "auto",
         description="Compute a mirrored member's partner weights with the same noise "
         "draw and keep them for the next member (hf backend; one more copy "
-        "of the weights in the inference dtype; saves a noise draw per pair).",
+        "of the weights in the inference dtype; saves a noise draw per pair). auto: on a CPU "
+        "with room for four more copies, off on a GPU; --pair-cache/--no-pair-cache force it.",
         json_schema_extra=_backend_option(),
     )
-    noise: Literal[NOISE_KINDS] = Field(  # type: ignore[valid-type]
-        "gaussian",
+    noise: Literal[NOISE_CHOICES] = Field(  # type: ignore[valid-type]
+        "auto",
         description="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of "
-        "Gaussian samples (64 MiB), about 3x cheaper to perturb on a CPU. Must match the "
-        "run's es.noise.",
+        "Gaussian samples (64 MiB), about 3x cheaper to perturb on a CPU; auto: table on a CPU, "
+        "gaussian on a GPU. Must match the run's es.noise (a run with es.noise=auto adopts it).",
         json_schema_extra=_backend_option(),
     )
     cpu_cores: str | None = Field(
@@ -147,9 +148,12 @@ class ServeConfig(BaseModel):
             extra = field.json_schema_extra or {}
             if extra.get("backend_option") and (not extra["backends"] or self.backend in extra["backends"]):
                 options[name] = getattr(self, name)
-        if not options.pop("pair_cache"):
-            return options
-        return {**options, "pair_cache": True}
+        pair_cache = options.pop("pair_cache")
+        if pair_cache is True:
+            return {**options, "pair_cache": True}
+        if pair_cache == "auto" and self.backend == "hf":  # the backend with the feature decides
+            return {**options, "pair_cache": "auto"}
+        return options
 
 
 def _flag(name: str) -> str:
@@ -171,6 +175,8 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
         if field.annotation is bool:
             options["action"] = "store_true"
+        elif name == "pair_cache":  # auto unless --pair-cache or --no-pair-cache
+            options["action"] = argparse.BooleanOptionalAction
         elif name == "allowed_evaluators":
             options.update(action="append", metavar=extra["metavar"])
         else:

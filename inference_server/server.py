@@ -134,11 +134,12 @@ async def serve(config: ServeConfig) -> None:
         log.info("metrics on http://%s:%d/metrics", config.host, bound)
     info = backend.info()
     log.info(
-        "serving %s (%s, %s, %s params) on %s:%d (%s%s), fingerprint %s",
+        "serving %s (%s, %s, %s params, %s noise) on %s:%d (%s%s), fingerprint %s",
         info.model,
         info.device,
         info.dtype,
         f"{info.parameters:,}",
+        info.noise,
         config.host,
         running.port,
         "mutual TLS" if security.client_ca else "TLS" if security.certificate else "plaintext",

@@ -126,11 +126,11 @@ class ESConfig(Section):
     sigma: float = Field(5e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
     learning_rate: float = Field(1e-5, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
     shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
-    noise: Literal["gaussian", "table"] = Field(
-        "gaussian",
-        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table "
-        "of Gaussian samples, about 3x cheaper to perturb on a CPU. Servers must be started "
-        "with the same `seedcast serve --noise`; local servers are.",
+    noise: Literal["auto", "gaussian", "table"] = Field(
+        "auto",
+        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table of "
+        "Gaussian samples, about 3x cheaper to perturb on a CPU; auto: the servers' kind if any are given, "
+        "else table for CPU and gaussian for GPU local servers, written into the run's config.yaml at start.",
     )
     fitness: Literal["mean", "per_prompt"] = Field(
         "mean",
@@ -216,10 +216,10 @@ class FleetConfig(Section):
     )
     connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
-    pair_cache: bool = Field(
-        False,
-        description="Local servers keep a mirrored member's partner weights (`seedcast "
-        "serve --pair-cache`): one noise draw per pair, one more weights copy.",
+    pair_cache: bool | Literal["auto"] = Field(
+        "auto",
+        description="Local servers keep a mirrored member's partner weights (`seedcast serve --pair-cache`): "
+        "one noise draw per pair, one more weights copy; auto: on for CPU hf servers with the memory.",
     )
     local_metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Local server I serves Prometheus metrics on this port + I."

@@ -32,7 +32,7 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     model, tokenizer = load_model_and_tokenizer(config.model.name)
     model.to(device)
     master = {name: param.data for name, param in model.named_parameters()}
-    source = noise_source(config.es.noise)
+    source = noise_source(config.es.noise) if records else None  # with no step it may still say `auto`
     velocity: dict = {}  # the servers' momentum buffers, rebuilt step by step (empty without momentum)
     for record in tqdm(records, desc="replaying updates", unit="step", disable=not show_progress):
         apply_update_terms(master, record.terms, source=source, momentum=record.momentum, velocity=velocity)

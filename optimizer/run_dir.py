@@ -137,13 +137,23 @@ class RunDirectory:
             )
         run.path.mkdir(parents=True, exist_ok=True)
         run.logs_path.mkdir(exist_ok=True)
-        snapshot = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-        temporary = run.path / (CONFIG_FILE + ".tmp")
-        temporary.write_text(snapshot)
-        temporary.replace(run.path / CONFIG_FILE)
+        run._write_config(config)
         if update_log:
             run.updates_path.touch()
         return run
+
+    def _write_config(self, config: TrainConfig) -> None:
+        snapshot = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        temporary = self.path / (CONFIG_FILE + ".tmp")
+        temporary.write_text(snapshot)
+        temporary.replace(self.path / CONFIG_FILE)  # never half-written
+
+    def record_resolved_config(self, config: TrainConfig) -> None:
+        """Replace the snapshot with `config`, whose `auto` settings are now resolved (e.g. es.noise); only
+        before the first step, while no update depends on what the snapshot said."""
+        if self.updates_path.is_file() and self.updates_path.stat().st_size:
+            raise ConfigError(f"{self.path} already has steps; its config is fixed")
+        self._write_config(config)
 
     def load_config(self, overrides: list[str] | None = None) -> TrainConfig:
         """The run's config snapshot, with optional overrides (e.g. more iterations on resume)."""
@@ -157,8 +167,9 @@ class RunDirectory:
         if not isinstance(snapshot, dict):
             raise CorruptRunError(f"{config_path} does not hold a config mapping")
         self.logs_path.mkdir(exist_ok=True)
-        config = load_config(base=snapshot, overrides=overrides)
         logged_noise = (snapshot.get("es") or {}).get("noise", "gaussian")  # runs from before es.noise: gaussian
+        snapshot["es"] = {**(snapshot.get("es") or {}), "noise": logged_noise}  # not today's default, `auto`
+        config = load_config(base=snapshot, overrides=overrides)
         logged_momentum = (snapshot.get("es") or {}).get("momentum", 0.0)
         if config.es.momentum != logged_momentum:
             raise ConfigError(

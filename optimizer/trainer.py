@@ -229,6 +229,12 @@ class Trainer:
         try:
             logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
             fingerprint = await self.fleet.start(records, logged_fingerprint=logged)
+            if self.config.es.noise != self.fleet.noise:  # es.noise=auto, now resolved: the run records it
+                self.config = self.config.model_copy(
+                    update={"es": self.config.es.model_copy(update={"noise": self.fleet.noise})}
+                )
+                self.run.record_resolved_config(self.config)
+                log.info("es.noise=auto: %s noise (written to %s)", self.fleet.noise, self.run.path / "config.yaml")
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
             self.metrics.step.set(state.iteration)

@@ -124,12 +124,13 @@ def test_config_errors_are_reported_before_anything_starts(tmp_path, capsys):
 
 
 def test_the_noise_kind_cannot_change_on_resume(tmp_path, capsys):
-    run = RunDirectory.create(tmp_path / "run", load_config())
+    run = RunDirectory.create(tmp_path / "run", load_config(overrides=["es.noise=gaussian"]))
     assert main(["train", "--resume", str(run.path), "es.noise=table"]) == 2
     assert "es.noise is fixed for a run" in capsys.readouterr().err
     snapshot = (run.path / "config.yaml").read_text()
     (run.path / "config.yaml").write_text(snapshot.replace("  noise: gaussian\n", ""))  # a run from before es.noise
     assert "noise" not in (run.path / "config.yaml").read_text()
+    assert run.load_config().es.noise == "gaussian"  # what it was trained with, not today's default (auto)
     assert run.load_config(["es.noise=gaussian"]).es.noise == "gaussian"
     with pytest.raises(ValueError, match="trained with gaussian noise"):
         run.load_config(["es.noise=table"])
@@ -168,7 +169,7 @@ def test_table_noise_run_is_reproduced_by_export(tmp_path, tiny_model_dir):
 def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_model_dir, capsys):
     from tests.server_processes import ServerProcess
 
-    server = ServerProcess(tiny_model_dir, tmp_path, "gaussian-server").start()
+    server = ServerProcess(tiny_model_dir, tmp_path, "gaussian-server", ("--noise", "gaussian")).start()
     try:
         code = main(
             [
@@ -187,5 +188,5 @@ def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_mode
         server.stop()
     assert code == 2
     err = capsys.readouterr().err
-    assert f"server {server.address} perturbs with gaussian noise but this run uses es.noise=table" in err
+    assert f"server {server.address} perturbs with gaussian noise but this run uses table noise" in err
     assert "seedcast serve --noise table" in err

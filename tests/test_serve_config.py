@@ -55,7 +55,9 @@ def test_options_of_another_backend_are_refused_by_name(capsys):
 
 def test_each_backend_receives_only_its_options():
     hf = ServeConfig(threads=2).backend_options()
-    assert set(hf) == {"model", "device", "dtype", "threads", "noise"} and hf["threads"] == 2
+    assert set(hf) == {"model", "device", "dtype", "threads", "noise", "pair_cache"} and hf["threads"] == 2
+    assert hf["pair_cache"] == "auto" and "pair_cache" not in ServeConfig(pair_cache=False).backend_options()
+    assert "pair_cache" not in ServeConfig(backend="vllm").backend_options()  # auto is off where it does not exist
     vllm = ServeConfig(backend="vllm", kv_cache_gib=2.0, pair_cache=True).backend_options()
     assert {"cpu_cores", "kv_cache_gib", "gpu_memory_utilization", "pair_cache"} <= set(vllm)
 
@@ -70,3 +72,23 @@ def test_local_servers_get_the_runs_model_noise_and_evaluator(tmp_path):
     served = load_serve_config(written)
     assert (served.noise, served.pair_cache, served.port, served.metrics_port) == ("table", True, 0, 9101)
     assert served.allowed_evaluators == ["synthetic"] and served.model == config.model.name
+
+
+def test_the_pair_cache_flag_is_auto_unless_forced_either_way():
+    assert (_parse().pair_cache, _parse("--pair-cache").pair_cache, _parse("--no-pair-cache").pair_cache) == (
+        "auto",
+        True,
+        False,
+    )
+
+
+def test_the_pair_cache_is_on_by_default_only_on_a_cpu_with_room():
+    import torch
+
+    from seedcast.inference_server.backends.devices import available_memory_bytes, pair_cache_by_default
+
+    free = available_memory_bytes(torch.device("cpu"))
+    assert free is not None and free > 0
+    assert pair_cache_by_default(torch.device("cpu"), free // 8) is True
+    assert pair_cache_by_default(torch.device("cpu"), free // 2) is False  # four more copies would not fit
+    assert pair_cache_by_default(torch.device("meta"), 1) is False  # not a CPU: off unless asked for

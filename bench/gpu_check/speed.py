@@ -87,7 +87,7 @@ def es_server(model_dir: str, device: torch.device, noise: str, max_new_tokens: 
     from seedcast.inference_server.backends.hf import HFBackend
 
     _free(device)
-    backend = HFBackend(model_dir, device=str(device), dtype="auto", noise=noise)
+    backend = HFBackend(model_dir, device=str(device), dtype="auto", noise=noise, pair_cache=False)
     prompts = _prompts()
     sampling = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
     terms = [(100 + i, 1e-4 * (-1) ** i) for i in range(UPDATE_TERMS)]

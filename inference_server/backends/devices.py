@@ -39,3 +39,28 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors on `device`: the kernel's MemAvailable for the CPU, the driver's free
+    bytes for CUDA; None when it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def pair_cache_by_default(device: torch.device, copy_bytes: int) -> bool:
+    """`pair_cache=auto`: on a CPU, when four more copies of the inference weights would still fit. The cache
+    saves a noise draw per mirrored pair, most of a member's overhead on a CPU (docs/performance.md); on a
+    GPU the draw is cheap and memory is what ES saves, so it stays off there unless asked for."""
+    if device.type != "cpu":
+        return False
+    available = available_memory_bytes(device)
+    return available is not None and available >= 4 * copy_bytes

@@ -16,10 +16,12 @@ same noise draw, for the mirrored partner that usually follows on the same serve
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.backends.devices import resolve_device, resolve_dtype
+from seedcast.inference_server.backends.devices import pair_cache_by_default, resolve_device, resolve_dtype
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
     apply_update_terms,
@@ -27,7 +29,9 @@ from seedcast.inference_server.noise.apply import (
     weights_fingerprint,
     write_perturbed,
 )
-from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
+
+log = logging.getLogger("seedcast.server")
 
 
 class PerturbationStateError(RuntimeError):
@@ -47,14 +51,15 @@ class HFBackend:
         dtype: str = "auto",
         threads: int | None = None,
         max_batch: int = 256,
-        pair_cache: bool = False,
-        noise: str = "gaussian",
+        pair_cache: bool | str = "auto",
+        noise: str = "auto",
     ) -> None:
-        self.noise = noise_source(noise)  # first: an unknown kind fails before the model loads
+        resolve_kind(noise, "cpu")  # first: an unknown kind fails before the model loads
         if threads:
             torch.set_num_threads(threads)
         self.model_spec = model
         self.device = resolve_device(device)
+        self.noise = noise_source(resolve_kind(noise, self.device.type))
         self.dtype = resolve_dtype(dtype, self.device)
         self.max_batch = max_batch
         self.threads = threads
@@ -75,9 +80,13 @@ class HFBackend:
         self._restore_pending = False  # the inference weights still hold a perturbation restore() undid
         # Mirrored pairs: perturbing with +σε also writes cast(master − σε) here, so the partner member
         # costs a copy instead of a second noise draw (one more inference-dtype copy of the weights).
-        self.pair_cache = pair_cache
+        if pair_cache == "auto":
+            copy_bytes = sum(param.numel() * param.element_size() for param in self.params.values())
+            pair_cache = pair_cache_by_default(self.device, copy_bytes)
+            log.info("pair cache %s (auto: %s)", "on" if pair_cache else "off", self.device.type)
+        self.pair_cache = bool(pair_cache)
         self._mirror: dict[str, torch.Tensor] = (
-            {name: torch.empty_like(param) for name, param in self.params.items()} if pair_cache else {}
+            {name: torch.empty_like(param) for name, param in self.params.items()} if self.pair_cache else {}
         )
         self._mirror_key: tuple[int, float, int, bool] | None = None  # (seed, σ, sign, rounding) the cache holds
         self.pair_cache_hits = 0

@@ -39,7 +39,7 @@ from seedcast.inference_server.backends.vllm_support import (
     sampling_seed,
 )
 from seedcast.inference_server.model_source import chat_text
-from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
 
 WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
 
@@ -56,7 +56,7 @@ class VLLMBackend:
         device: str = "auto",
         dtype: str = "auto",
         threads: int | None = None,
-        pair_cache: bool = False,
+        pair_cache: bool | str = False,
         cpu_cores: str | None = None,
         kv_cache_gib: float = 1.0,
         gpu_memory_utilization: float | None = None,
@@ -64,10 +64,10 @@ class VLLMBackend:
         max_model_len: int | None = None,
         enforce_eager: bool = False,
         reset_prefix_cache: bool = True,
-        noise: str = "gaussian",
+        noise: str = "auto",
     ) -> None:
-        self.noise = noise_source(noise).kind  # an unknown kind fails before vLLM starts
-        if pair_cache:
+        resolve_kind(noise, "cpu")  # an unknown kind fails before vLLM starts
+        if pair_cache is True:  # auto is off: the feature belongs to the hf backend
             raise BackendUnavailableError(
                 "--pair-cache is a feature of the hf backend; the vllm backend does not support it"
             )
@@ -76,6 +76,7 @@ class VLLMBackend:
 
         self.model_spec = model
         self.device = resolve_vllm_device(device)
+        self.noise = noise_source(resolve_kind(noise, self.device.type)).kind
         self.dtype = resolve_dtype(dtype, self.device)
         self.threads = threads or (os.cpu_count() or 1)
         self.location = checkpoint_location(model)

@@ -8,6 +8,23 @@ if TYPE_CHECKING:  # the kind names load without torch (the CLI's flags list the
     from seedcast.inference_server.noise.source import NoiseSource
 
 NOISE_KINDS = ("gaussian", "table")
+NOISE_CHOICES = ("auto", *NOISE_KINDS)  # what a user may set; "auto" becomes a kind once the device is known
+
+
+def fastest_kind(device_type: str) -> str:
+    """The kind `auto` becomes on a device type: `table` on a CPU, where drawing Gaussian noise is most of a
+    member's overhead and table slices cut a perturbation's cost about 3x (docs/performance.md); `gaussian`
+    elsewhere, where the generator runs on the accelerator, until the GPU check measures table against it."""
+    return "table" if device_type == "cpu" else "gaussian"
+
+
+def resolve_kind(kind: str, device_type: str) -> str:
+    """A concrete kind for `kind` ("auto" or a kind) on a device type; unknown kinds are refused."""
+    if kind == "auto":
+        return fastest_kind(device_type)
+    if kind not in NOISE_KINDS:
+        raise ValueError(f"unknown noise kind {kind!r}; choose one of {', '.join(NOISE_CHOICES)}")
+    return kind
 
 
 def noise_source(kind: str) -> NoiseSource:

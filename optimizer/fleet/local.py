@@ -39,9 +39,10 @@ def _tail(path: Path, lines: int = 20) -> str:
 class LocalFleet:
     """N local `seedcast serve` processes for one run."""
 
-    def __init__(self, config: TrainConfig, logs_dir: Path) -> None:
+    def __init__(self, config: TrainConfig, logs_dir: Path, noise: str | None = None) -> None:
         self.config = config
         self.logs_dir = logs_dir
+        self.noise = noise or config.es.noise  # the run's kind (Fleet resolves es.noise=auto before starting us)
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self._ready_dir = Path(tempfile.mkdtemp(prefix="seedcast-ready-"))
@@ -69,7 +70,7 @@ class LocalFleet:
             device=model.device,
             dtype=model.dtype,
             threads=self.threads_per_server(),
-            noise=self.config.es.noise,
+            noise=self.noise,
             pair_cache=fleet.pair_cache,
             cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
             ready_file=str(self._ready_dir / f"server-{index}.json"),

@@ -23,6 +23,7 @@ import grpc
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.local import LocalFleet
+from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import UpdateRecord
 from seedcast.proto.errors import SeedcastError
@@ -33,10 +34,6 @@ log = logging.getLogger("seedcast.fleet")
 
 class FingerprintMismatchError(SeedcastError, RuntimeError):
     """Replicas that should hold identical weights do not, and no strict majority agrees."""
-
-
-class NoiseMismatchError(SeedcastError, RuntimeError):
-    """A server draws a different kind of noise than the run: its members would not match the updates."""
 
 
 class Fleet:
@@ -52,6 +49,7 @@ class Fleet:
         self.records: list[UpdateRecord] = []
         self.fingerprint = ""
         self.local_fleet: LocalFleet | None = None
+        self.noise = config.es.noise  # the run's noise kind; `auto` is resolved by start()
 
     # ----- lifecycle -----------------------------------------------------------------------
     async def start(self, records: list[UpdateRecord], logged_fingerprint: str | None = None) -> str:
@@ -65,13 +63,19 @@ class Fleet:
         )
         self.remote_security = security
         self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
-        if fleet.local:
-            self.local_fleet = LocalFleet(self.config, self.logs_path)
-            # Local servers listen on loopback in plaintext; they still check the token.
-            for address in await asyncio.to_thread(self.local_fleet.start):
-                self.known[address] = security.plaintext()
         self.active.extend(ServerClient(address, known) for address, known in self.known.items())
-        await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
+        states = await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
+        self.noise = choose_noise(self.config, {c.address: s.noise for c, s in zip(self.active, states, strict=True)})
+        if fleet.local:
+            self.local_fleet = LocalFleet(self.config, self.logs_path, self.noise)
+            # Local servers listen on loopback in plaintext; they still check the token.
+            local = [
+                ServerClient(address, security.plaintext())
+                for address in await asyncio.to_thread(self.local_fleet.start)
+            ]
+            self.known.update((client.address, client.security) for client in local)
+            await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in local))
+            self.active.extend(local)
         self.records = list(records)
         fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
         if logged_fingerprint:
@@ -103,11 +107,10 @@ class Fleet:
         """Replay the steps the server lacks; a server ahead of the log is an error (strict) or fenced."""
         state = await client.state()
         noise = state.noise or "gaussian"  # servers that predate the field draw gaussian noise
-        if noise != self.config.es.noise:
+        if noise != self.noise:
             message = (
                 f"server {client.address} perturbs with {noise} noise but this run uses "
-                f"es.noise={self.config.es.noise}; restart it with `seedcast serve --noise "
-                f"{self.config.es.noise}`"
+                f"{self.noise} noise; restart it with `seedcast serve --noise {self.noise}`"
             )
             if strict:
                 raise NoiseMismatchError(message)
