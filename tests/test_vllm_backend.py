@@ -35,6 +35,7 @@ _ENGINES: list = []  # kept alive: shutting one engine down tears down vLLM's pr
 def _engine(model_dir: str, **options):
     from seedcast.inference_server.backends.vllm_engine import VLLMBackend
 
+    options.setdefault("noise", "gaussian")  # what apply_update_terms draws by default, to compare against
     _ENGINES.append(VLLMBackend(model_dir, device="cpu", dtype="bfloat16", threads=2, **options))
     return _ENGINES[-1]
 
@@ -114,7 +115,7 @@ def test_table_noise_perturbs_and_updates_like_the_hf_backend(vllm_model_dir):
     for backend in (table, hf):
         backend.apply_update(UPDATE)
     assert table.fingerprint() == hf.fingerprint()
-    gaussian = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    gaussian = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     gaussian.apply_update(UPDATE)
     assert table.fingerprint() != gaussian.fingerprint()  # so the equality above is about the noise kind
     _assert_fused_tensors_are_perturbed_hf_pieces(table)
@@ -168,7 +169,7 @@ def test_live_update_equals_replayed_log_and_the_hf_backend(engine, vllm_model_d
     master = {name: p.data for name, p in model.named_parameters()}
     apply_update_terms(master, terms)
     assert engine.fingerprint() == weights_fingerprint(master)
-    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     hf.apply_update(terms)
     assert engine.fingerprint() == hf.fingerprint()  # an update log trained on vllm replays through hf
 
@@ -210,7 +211,7 @@ def test_greedy_logprobs_match_the_hf_backend_base_and_perturbed(engine, vllm_mo
     kernel differences do."""
     from seedcast.inference_server.backends.hf import HFBackend
 
-    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     hf.apply_update(UPDATE)
     assert hf.fingerprint() == engine.fingerprint()
     for perturbation in (None, (31, SIGMA, 1)):
@@ -277,7 +278,7 @@ def test_perturb_twice_without_restore_is_refused(engine):
 def test_stochastic_rounding_writes_the_hf_backends_weights(engine, vllm_model_dir):
     from seedcast.inference_server.backends.hf import HFBackend
 
-    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     hf.apply_update(UPDATE)
     for backend in (engine, hf):
         backend.perturb(seed=21, sigma=1e-3, sign=-1, stochastic_rounding=True)
@@ -298,12 +299,12 @@ def test_momentum_updates_match_the_hf_backend_and_the_replay(vllm_model_dir):
     from seedcast.inference_server.backends.hf import HFBackend
 
     fresh = _engine(vllm_model_dir)
-    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
         fresh.apply_update(terms, momentum=0.7)
         hf.apply_update(terms, momentum=0.7)
         assert fresh.fingerprint() == hf.fingerprint()
-    plain = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2)
+    plain = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
         plain.apply_update(terms)
     assert plain.fingerprint() != hf.fingerprint()  # so the equality above is about the velocity
