@@ -45,6 +45,7 @@ MAX_MEMBERS_PER_MESSAGE = 32
 # Fast members are shared out in one message per server per iteration (two halved the optimizer's capacity at
 # 1,024 servers: every message is a write and a read of about 70 µs each in grpc.aio).
 MESSAGES_PER_SERVER = 1
+PIPELINE_DEPTH = 2  # messages a server holds at once when the units are prompt shards
 
 
 class FleetExhaustedError(SeedcastError, RuntimeError):
@@ -146,23 +147,32 @@ class FleetScheduler:
         on_part: Callable[[MemberReport, Unit], None],
         pending: dict[ServerClient, deque[Unit]],
     ) -> None:
+        # Prompt shards are small units: a server keeps one more in its stream (PIPELINE_DEPTH) so it never
+        # waits a round trip between them. Whole members go one at a time, so none waits behind another.
+        depth = PIPELINE_DEPTH if work.prompt_shards > 1 else 1
+        window: deque[list[Unit]] = deque()  # messages written to the stream and not yet answered, oldest first
+        units_per_iteration = len(work.members) * work.prompt_shards
         while client in self.clients:
-            # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
-            # messages as the queue drains and end the iteration on a long tail of one-member messages.
-            units = self._claim(
-                client, queue, pending, self.members_per_message(len(work.members) * work.prompt_shards)
-            )
-            if not units:
-                return
-            in_flight[client] = units
-            deadline = None if self.deadlines.member_seconds is None else self.deadlines.member_seconds * len(units)
+            deadline = None
             try:
                 stream = client.evaluate_stream()
-                if client.batch_iteration != work.iteration:
-                    await stream.write(pb.EvaluateRequest(batch=work.batch))
-                    client.batch_iteration = work.iteration
-                await stream.write(self._request(work, units))
-                self.task_messages += 1
+                # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
+                # messages as the queue drains and end the iteration on a long tail of one-member messages.
+                while len(window) < depth and (
+                    units := self._claim(client, queue, pending, self.members_per_message(units_per_iteration))
+                ):
+                    if client.batch_iteration != work.iteration:
+                        await stream.write(pb.EvaluateRequest(batch=work.batch))
+                        client.batch_iteration = work.iteration
+                    window.append(units)
+                    _track(in_flight, client, window)
+                    await stream.write(self._request(work, units))
+                    self.task_messages += 1
+                if not window:
+                    return
+                units = window[0]
+                if self.deadlines.member_seconds is not None:
+                    deadline = self.deadlines.member_seconds * len(units)
                 response = await asyncio.wait_for(stream.read(), deadline)
                 if response is grpc.aio.EOF:
                     raise ConnectionError("the server closed the stream")
@@ -170,18 +180,20 @@ class FleetScheduler:
                 if len(answers) != len(units):
                     raise ConnectionError(f"the server answered {len(answers)} of {len(units)} members")
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError, asyncio.TimeoutError) as error:
+                sent = [unit for message in window for unit in message]
                 if isinstance(error, asyncio.TimeoutError):
                     detail = f"no answer within the {deadline:g} s member deadline (stalled)"
-                    self.members_dropped += _members_in(units)  # if it ever answers, those results are not used
+                    self.members_dropped += _members_in(sent)  # if it ever answers, those results are not used
                 else:
                     detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-                log.warning("server %s failed on member %s (%s); reassigning", client.address, _describe(units), detail)
-                del in_flight[client]
-                queue.extendleft(reversed([*units, *pending.pop(client, ())]))  # its claimed units too
-                self.members_reassigned += _members_in(units)
+                log.warning("server %s failed on member %s (%s); reassigning", client.address, _describe(sent), detail)
+                in_flight.pop(client, None)
+                queue.extendleft(reversed([*sent, *pending.pop(client, ())]))  # its claimed units too
+                self.members_reassigned += _members_in(sent)
                 self._retire(client, detail)
                 return
-            del in_flight[client]
+            window.popleft()
+            _track(in_flight, client, window)
             done = [self._report(u, client.address, answer) for u, answer in zip(units, answers, strict=True)]
             self._measured(done)
             for unit, report in zip(units, done, strict=True):
@@ -311,6 +323,14 @@ class FleetScheduler:
             for client in in_flight:
                 client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean
         return reports
+
+
+def _track(in_flight: dict[ServerClient, list[Unit]], client: ServerClient, window: deque[list[Unit]]) -> None:
+    """Record the units `client` holds in its stream (none: it leaves `in_flight`)."""
+    if window:
+        in_flight[client] = [unit for message in window for unit in message]
+    else:
+        in_flight.pop(client, None)
 
 
 def _members_in(units) -> int:
