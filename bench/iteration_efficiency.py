@@ -6,6 +6,7 @@ otherwise, for simulated fleet shapes and for real local servers on the bundled 
     python bench/iteration_efficiency.py --simulated              # fleet shapes, no model (seconds)
     python bench/iteration_efficiency.py --real                   # the bundled model, 1 and 2 local servers
     python bench/iteration_efficiency.py --simulated --real --json docs/results/iteration-efficiency.json
+    python bench/iteration_efficiency.py --simulated --prompt-shards 4  # members cut into 4 prompt shards
 
 Simulated: in-process gRPC servers with SimulatedLatencyTestBackend (a member costs `--latency` seconds of
 "generation", 3× that on a slow server) and the optimizer's real FleetScheduler; populations 16 and 30 on 1,
@@ -35,15 +36,21 @@ from seedcast.optimizer.fleet.scheduler import FleetScheduler, IterationWork
 from seedcast.proto import seedcast_pb2 as pb
 
 SHAPES = [(population, servers, 1) for population in (16, 30) for servers in (1, 3, 5, 7, 8)] + [(16, 4, 3)]
+PROMPTS = 32  # prompts per iteration, as in the embedded default
 SAMPLING = pb.SamplingParams(temperature=0, top_p=1, max_new_tokens=1, samples_per_prompt=1)
 
 
-async def simulated_fleet(population: int, servers: int, slowdown: float, latency: float, iterations: int) -> dict:
-    """One fleet shape: the last server is `slowdown`× slower; efficiency per iteration (median)."""
+async def simulated_fleet(
+    population: int, servers: int, slowdown: float, latency: float, iterations: int, shards: int = 1
+) -> dict:
+    """One fleet shape: the last server is `slowdown`× slower; efficiency per iteration (median). A member
+    costs `latency` seconds for the whole batch of PROMPTS prompts, a prompt shard its share of that."""
     latencies = [latency] * (servers - 1) + [latency * slowdown]
-    running = [await start_server(SimulatedLatencyTestBackend(seconds), "127.0.0.1", 0) for seconds in latencies]
+    running = [
+        await start_server(SimulatedLatencyTestBackend(seconds, latency_prompts=PROMPTS), "127.0.0.1", 0)
+        for seconds in latencies
+    ]
     addresses = [f"127.0.0.1:{server.port}" for server in running]
-    per_address = dict(zip(addresses, latencies, strict=True))
     clients = [ServerClient(address) for address in addresses]
     strategy = OpenES(population, 0.1, 0.1, mirrored=population % 2 == 0)
     efficiencies, walls = [], []
@@ -52,13 +59,15 @@ async def simulated_fleet(population: int, servers: int, slowdown: float, latenc
         scheduler = FleetScheduler(list(clients))
         for iteration in range(iterations + 1):
             batch = pb.PromptBatch(iteration=iteration, evaluator="synthetic")
-            batch.problems.add(prompt="What is 1 + 1?", reference="2")
-            work = IterationWork(iteration, 0, batch, strategy.ask(ESState(iteration)), SAMPLING)
+            for _ in range(PROMPTS):
+                batch.problems.add(prompt="What is 1 + 1?", reference="2")
+            members = strategy.ask(ESState(iteration))
+            work = IterationWork(iteration, 0, batch, members, SAMPLING, prompt_shards=shards)
             started = time.perf_counter()
             reports = await scheduler.run_iteration(work)
             wall = time.perf_counter() - started
             if iteration:  # the first opens the streams
-                generating = sum(per_address[report.server] for report in reports.values())
+                generating = sum(report.timings["generate"] for report in reports.values())
                 efficiencies.append(generating / (servers * wall))
                 walls.append(wall)
     finally:
@@ -70,6 +79,7 @@ async def simulated_fleet(population: int, servers: int, slowdown: float, latenc
     return {
         "population": population,
         "servers": servers,
+        "prompt_shards": shards,
         "slow_server": f"1 of {servers} is {slowdown:g}× slower" if slowdown != 1 else None,
         "efficiency": statistics.median(efficiencies),
         "iteration_seconds": statistics.median(walls),
@@ -77,7 +87,7 @@ async def simulated_fleet(population: int, servers: int, slowdown: float, latenc
     }
 
 
-def real_fleet(servers: int, noise: str, iterations: int) -> dict:
+def real_fleet(servers: int, noise: str, iterations: int, shards: int = 1) -> dict:
     """`seedcast train` on the bundled model; the servers' phase seconds against iteration seconds."""
     from seedcast.optimizer.config import load_config
     from seedcast.optimizer.run_dir import RunDirectory
@@ -91,6 +101,7 @@ def real_fleet(servers: int, noise: str, iterations: int) -> dict:
         f"es.noise={noise}",
         f"fleet.local={servers}",
         f"fleet.threads_per_server={max(1, 2 // servers)}",
+        f"fleet.prompt_shards={shards}",
     ]
     config = load_config(overrides=overrides)
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,6 +121,7 @@ def real_fleet(servers: int, noise: str, iterations: int) -> dict:
     return {
         "servers": servers,
         "noise": noise,
+        "prompt_shards": shards,
         "efficiency": statistics.median(shares["generate"]),
         "iteration_seconds": statistics.median(r.seconds for r in rows),
         "shares": {phase: statistics.median(values) for phase, values in shares.items()},
@@ -122,6 +134,9 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="real local servers on the bundled model")
     parser.add_argument("--latency", type=float, default=0.2, help="simulated seconds per member (default: 0.2)")
     parser.add_argument("--iterations", type=int, default=3, help="measured iterations per row (default: 3)")
+    parser.add_argument(
+        "--prompt-shards", type=int, default=1, help="fleet.prompt_shards: slices of the batch per member (default: 1)"
+    )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
     if not (args.simulated or args.real):
@@ -131,7 +146,9 @@ def main() -> None:
         print(f"{'population':>10}{'servers':>9}{'slow server':>22}{'efficiency':>12}{'seconds':>9}{'ideal':>8}")
         report["simulated"] = []
         for population, servers, slowdown in SHAPES:
-            row = asyncio.run(simulated_fleet(population, servers, slowdown, args.latency, args.iterations))
+            row = asyncio.run(
+                simulated_fleet(population, servers, slowdown, args.latency, args.iterations, args.prompt_shards)
+            )
             report["simulated"].append(row)
             print(
                 f"{population:>10}{servers:>9}{row['slow_server'] or '–':>22}{row['efficiency']:>12.3f}"
@@ -143,7 +160,7 @@ def main() -> None:
         report["real"] = []
         for servers in (1, 2):
             for noise in ("gaussian", "table"):
-                row = real_fleet(servers, noise, args.iterations)
+                row = real_fleet(servers, noise, args.iterations, args.prompt_shards)
                 report["real"].append(row)
                 shares = row["shares"]
                 print(

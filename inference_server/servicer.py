@@ -30,6 +30,7 @@ from seedcast.inference_server.validation import (
     check_task,
     check_update,
     sampling_from_proto,
+    shard_slice,
 )
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -125,8 +126,9 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             )
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
-        prompts = [p.prompt for p in batch.problems]
-        references = [p.reference for p in batch.problems]
+        problems = batch.problems[shard_slice(task, len(batch.problems))]
+        prompts = [p.prompt for p in problems]
+        references = [p.reference for p in problems]
         try:
             async with self._lock:
                 # Checked again under the lock: an update may have run while this member waited.

@@ -153,8 +153,19 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
         )
     if task.sign not in (1, -1):
         raise _invalid(f"sign must be +1 or -1, got {task.sign}")
+    if task.shards > len(batch.problems) or task.shard >= max(1, task.shards):
+        raise _invalid(
+            f"shard {task.shard} of {task.shards} does not fit a batch of {len(batch.problems)} prompts "
+            "(need shard < shards <= prompts; 0 shards = the whole batch)"
+        )
     check_sigma(task.sigma, limits)
     return sampling_from_proto(task.sampling, limits)
+
+
+def shard_slice(task: pb.MemberTask, prompts: int) -> slice:
+    """The prompts a task covers: its shard's contiguous slice, or all of them (0 or 1 shards)."""
+    shards = max(1, task.shards)
+    return slice(task.shard * prompts // shards, (task.shard + 1) * prompts // shards)
 
 
 def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[tuple[int, float]]:

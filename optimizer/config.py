@@ -8,10 +8,9 @@ and what to set, before anything starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from seedcast.evaluators.countdown import LEVELS as COUNTDOWN_LEVELS
 from seedcast.evaluators.datasets import DatasetSpec
@@ -224,6 +223,13 @@ class FleetConfig(Section):
     local_metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Local server I serves Prometheus metrics on this port + I."
     )
+    prompt_shards: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Cut each member's prompts into this many fixed slices, each a unit of work, so servers that "
+        "finish early take slices of members still running (the iteration's tail shrinks); part of the run.",
+    )
     member_deadline_seconds: float | None = Field(
         900.0,
         gt=0,
@@ -303,6 +309,15 @@ class TrainConfig(Section):
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
 
+    @model_validator(mode="after")
+    def _check_shards(self) -> TrainConfig:
+        if self.fleet.prompt_shards > self.batch_size:
+            raise ValueError(
+                f"fleet.prompt_shards ({self.fleet.prompt_shards}) must be at most batch_size ({self.batch_size}): "
+                "every shard needs a prompt"
+            )
+        return self
+
     def grpo_steps(self) -> int:
         """GRPO optimizer steps: `grpo.steps`, else the count that matches ES's generated completions."""
         if self.grpo.steps is not None:
@@ -311,88 +326,10 @@ class TrainConfig(Section):
         return max(1, round(completions / self.grpo.group_size))
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = tree
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{dotted}: {part} is a value, not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def parse_overrides(overrides: list[str]) -> dict[str, Any]:
-    """`["es.sigma=0.01", "fleet.servers=[a:1,b:2]"]` → nested dict; values parsed as YAML scalars/lists."""
-    tree: dict[str, Any] = {}
-    bad = [item for item in overrides if "=" not in item or not item.split("=", 1)[0]]
-    if bad:
-        raise ConfigError("overrides must look like key=value (e.g. es.sigma=0.002): " + ", ".join(bad))
-    for item in overrides:
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            value = raw
-        _set_dotted(tree, key.strip(), value)
-    return tree
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        both_sections = isinstance(value, dict) and isinstance(merged.get(key), dict)
-        merged[key] = _merge(merged[key], value) if both_sections else value
-    return merged
-
-
-def _describe(error: dict[str, Any]) -> str:
-    location = ".".join(str(part) for part in error["loc"]) or "config"
-    if error["type"] == "extra_forbidden":
-        return f"{location}: unknown key; remove it or check its spelling (`seedcast train --help-config` lists keys)"
-    message = error["msg"].removeprefix("Value error, ")
-    if location != "config" and message.startswith(location.split(".")[0]):
-        return message
-    return f"{location}: {message}"
-
-
-def build_config(data: dict[str, Any]) -> TrainConfig:
-    """Validate a config tree; every problem is reported at once in a ConfigError."""
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as error:
-        lines = [f"  - {_describe(item)}" for item in error.errors()]
-        raise ConfigError(f"{len(lines)} configuration problem(s):\n" + "\n".join(lines)) from None
-
-
-def load_config(
-    path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None
-) -> TrainConfig:
-    """Defaults ← `base` (a run's snapshot) ← YAML file ← key=value overrides, validated together."""
-    data: dict[str, Any] = dict(base or {})
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as error:
-            raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(loaded).__name__}")
-        data = _merge(data, loaded)
-    data = _merge(data, parse_overrides(overrides or []))
-    return build_config(data)
-
-
-def config_reference(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[str]:
-    """One line per key: `es.sigma = 0.002  Noise scale σ.` (for --help-config and docs)."""
-    lines = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            lines.extend(config_reference(annotation, f"{prefix}{name}."))
-            continue
-        default = field.get_default(call_default_factory=True)
-        lines.append(f"{prefix}{name} = {default!r}  {field.description or ''}".rstrip())
-    return lines
+# Reading configs (files, key=value overrides, the reference) lives in config_files.py; re-exported here.
+from seedcast.optimizer.config_files import (  # noqa: E402, F401  (it builds the classes above)
+    build_config,
+    config_reference,
+    load_config,
+    parse_overrides,
+)

@@ -148,6 +148,7 @@ class Trainer:
             sampling=self._sampling(),
             per_prompt=self.config.es.fitness == "per_prompt",
             stochastic_rounding=self.config.es.rounding == "stochastic",
+            prompt_shards=self.config.fleet.prompt_shards,
         )
         started = time.perf_counter()
         tokens = 0

@@ -41,7 +41,7 @@ class PromptBatch(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
-    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding")
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,8 @@ class MemberTask(_message.Message):
     SUMMARY_ONLY_FIELD_NUMBER: _ClassVar[int]
     PER_PROMPT_Q8_FIELD_NUMBER: _ClassVar[int]
     STOCHASTIC_ROUNDING_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     seed: int
@@ -62,7 +64,9 @@ class MemberTask(_message.Message):
     summary_only: bool
     per_prompt_q8: bool
     stochastic_rounding: bool
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ...) -> None: ...
+    shard: int
+    shards: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ...) -> None: ...
 
 class MemberTasks(_message.Message):
     __slots__ = ("tasks",)

@@ -10,6 +10,7 @@ from seedcast.inference_server.server import start_server
 from seedcast.optimizer.es.strategy import ESState, OpenES
 from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork
+from seedcast.optimizer.fleet.shards import units_of
 from seedcast.proto import seedcast_pb2 as pb
 
 BATCH = pb.PromptBatch(
@@ -148,10 +149,27 @@ def test_several_claimed_members_keep_pairs_whole():
     members = OpenES(8, 0.1, 0.1, mirrored=True).ask(ESState(0))
     from collections import deque
 
-    queue, pending = deque(members), {}
+    queue, pending = deque(units_of(members, 1)), {}
     claimed = FleetScheduler._claim(object(), queue, pending, count=3)
-    assert [m.index for m in claimed] == [0, 1, 2, 3]  # the partner of member 2 comes along
-    assert [m.index for m in queue] == [4, 5, 6, 7] and not pending
+    assert [u.member.index for u in claimed] == [0, 1, 2, 3]  # the partner of member 2 comes along
+    assert [u.member.index for u in queue] == [4, 5, 6, 7] and not pending
+
+
+def test_a_server_claims_a_pairs_shards_and_an_idle_one_takes_from_their_back():
+    members = OpenES(4, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    from collections import deque
+
+    queue, pending = deque(units_of(members, 3)), {}
+    busy, idle = object(), object()
+    first = FleetScheduler._claim(busy, queue, pending)
+    assert [(u.member.index, u.shard) for u in first] == [(0, 0)]
+    assert [(u.member.index, u.shard) for u in pending[busy]] == [(0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    second = FleetScheduler._claim(idle, queue, pending)  # the next pair, from the queue
+    assert [(u.member.index, u.shard) for u in second] == [(2, 0)] and not queue
+    pending[idle].clear()
+    stolen = FleetScheduler._claim(idle, queue, pending)  # nothing queued: the busiest server's last unit
+    assert [(u.member.index, u.shard) for u in stolen] == [(1, 2)]
+    assert [(u.member.index, u.shard) for u in FleetScheduler._claim(busy, queue, pending)] == [(0, 1)]
 
 
 def test_a_server_lost_while_holding_several_members_gives_them_all_back():

@@ -90,6 +90,10 @@ class HFBackend:
         )
         self._mirror_key: tuple[int, float, int, bool] | None = None  # (seed, σ, sign, rounding) the cache holds
         self.pair_cache_hits = 0
+        # The perturbation the inference weights hold while a restore is deferred: asking for it again (the same
+        # member on its next prompt shard) costs nothing.
+        self._written_key: tuple[int, float, int, bool] | None = None
+        self.repeat_hits = 0
         self.velocity: dict[str, torch.Tensor] = {}  # the momentum buffers, empty until a step uses momentum
         self._sync_inference_weights()
 
@@ -99,6 +103,7 @@ class HFBackend:
             for name, param in self.params.items():
                 param.copy_(self.master[name])
         self._restore_pending = False
+        self._written_key = None
 
     def sync_weights(self) -> None:
         """Write a pending restore now: afterwards the inference weights are cast(master) or the active
@@ -112,7 +117,12 @@ class HFBackend:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
         key = (int(seed), float(sigma), int(sign), bool(stochastic_rounding))
         self.perturbed = True
+        if self._restore_pending and self._written_key == key:  # the same member again (its next prompt shard):
+            self._restore_pending = False  # its weights are still written, the restore was deferred
+            self.repeat_hits += 1
+            return
         self._restore_pending = False  # every inference weight is overwritten below
+        self._written_key = key
         if self._mirror_key == key:  # the partner of the previous member: computed with its noise
             with torch.no_grad():
                 for name, param in self.params.items():
@@ -148,6 +158,7 @@ class HFBackend:
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self._mirror_key = None  # cached partners were computed from the old master
+        self._written_key = None
         apply_update_terms(self.master, terms, self.threads, self.noise, momentum, self.velocity)
         self._sync_inference_weights()
 

@@ -22,8 +22,11 @@ class SimulatedLatencyTestBackend:
     name = "simulated-test"
     supports_entropy = True
 
-    def __init__(self, latency_seconds: float = 0.01, noise: str = "gaussian") -> None:
+    def __init__(self, latency_seconds: float = 0.01, noise: str = "gaussian", latency_prompts: int = 0) -> None:
         self.latency_seconds = latency_seconds
+        # With latency_prompts > 0, latency_seconds is the cost of that many prompts and a call costs its share
+        # (prompt-sharded members); otherwise every call costs latency_seconds.
+        self.latency_prompts = latency_prompts
         self.noise = noise_source(noise)
         self.master = {"w": torch.zeros(8)}
         self.velocity: dict[str, torch.Tensor] = {}
@@ -44,7 +47,8 @@ class SimulatedLatencyTestBackend:
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
     ) -> list[list[Completion]]:
-        time.sleep(self.latency_seconds)
+        share = len(prompts) / self.latency_prompts if self.latency_prompts else 1.0
+        time.sleep(self.latency_seconds * share)
         text = str(abs(self.active_seed or 0) % 97)
         completion = Completion(text=text, tokens=1, truncated=False, mean_entropy=0.0 if with_entropy else None)
         return [[completion] * sampling.samples_per_prompt for _ in prompts]

@@ -26,12 +26,13 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 
 from seedcast.optimizer.es.strategy import Member
 from seedcast.optimizer.fleet.client import ServerClient
+from seedcast.optimizer.fleet.shards import MemberReport, Unit, merge_shards, units_of
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.reward_bytes import decode_rewards
@@ -44,29 +45,11 @@ MAX_MEMBERS_PER_MESSAGE = 32
 # Fast members are shared out in one message per server per iteration (two halved the optimizer's capacity at
 # 1,024 servers: every message is a write and a read of about 70 µs each in grpc.aio).
 MESSAGES_PER_SERVER = 1
+PIPELINE_DEPTH = 2  # messages a server holds at once when the units are prompt shards
 
 
 class FleetExhaustedError(SeedcastError, RuntimeError):
     """No server is left to evaluate the remaining members."""
-
-
-@dataclass
-class MemberReport:
-    """What came back for one member."""
-
-    member: Member
-    server: str
-    rewards: list[float] = field(default_factory=list)
-    completion_tokens: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    error: str | None = None
-    prompt_rewards: list[float] | None = None  # per prompt, from one byte each, when the task asked for them
-
-    @property
-    def fitness(self) -> float:
-        """Mean reward over the prompts that could be scored; NaN for a failed member."""
-        scored = [r for r in self.rewards if not math.isnan(r)]
-        return sum(scored) / len(scored) if (scored and self.error is None) else math.nan
 
 
 @dataclass
@@ -81,6 +64,7 @@ class IterationWork:
     summary_only: bool = True  # results carry the member's mean reward, not one reward per prompt
     per_prompt: bool = False  # results also carry one byte per prompt (per-prompt fitness)
     stochastic_rounding: bool = False  # servers cast perturbed weights with stochastic rounding
+    prompt_shards: int = 1  # the unit of work is a member on one of this many slices of the batch (shards.py)
 
 
 @dataclass
@@ -105,10 +89,11 @@ class FleetScheduler:
         self.task_messages = 0  # MemberTask / MemberTasks messages sent
 
     @staticmethod
-    def _member_task(work: IterationWork, member: Member) -> pb.MemberTask:
+    def _member_task(work: IterationWork, unit: Unit) -> pb.MemberTask:
+        member = unit.member
         sampling = pb.SamplingParams()
         sampling.CopyFrom(work.sampling)
-        sampling.seed = member.sampling_seed
+        sampling.seed = unit.sampling_seed
         return pb.MemberTask(
             iteration=work.iteration,
             member=member.index,
@@ -120,12 +105,14 @@ class FleetScheduler:
             summary_only=work.summary_only,
             per_prompt_q8=work.per_prompt,
             stochastic_rounding=work.stochastic_rounding,
+            shard=unit.shard if unit.shards > 1 else 0,
+            shards=unit.shards if unit.shards > 1 else 0,
         )
 
-    def _request(self, work: IterationWork, members: list[Member]) -> pb.EvaluateRequest:
-        if len(members) == 1:
-            return pb.EvaluateRequest(task=self._member_task(work, members[0]))
-        return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[self._member_task(work, m) for m in members]))
+    def _request(self, work: IterationWork, units: list[Unit]) -> pb.EvaluateRequest:
+        if len(units) == 1:
+            return pb.EvaluateRequest(task=self._member_task(work, units[0]))
+        return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[self._member_task(work, u) for u in units]))
 
     def members_per_message(self, population: int) -> int:
         """1 for members slower than FAST_MEMBER_SECONDS (or not measured yet); for fast ones, enough to share
@@ -154,104 +141,116 @@ class FleetScheduler:
         self,
         client: ServerClient,
         work: IterationWork,
-        queue: deque[Member],
-        reports: dict[int, MemberReport],
-        in_flight: dict[ServerClient, list[Member]],
-        on_report: Callable[[MemberReport], None],
-        pending: dict[ServerClient, deque[Member]],
+        queue: deque[Unit],
+        parts: dict[int, dict[int, MemberReport]],
+        in_flight: dict[ServerClient, list[Unit]],
+        on_part: Callable[[MemberReport, Unit], None],
+        pending: dict[ServerClient, deque[Unit]],
     ) -> None:
+        # Prompt shards are small units: a server keeps one more in its stream (PIPELINE_DEPTH) so it never
+        # waits a round trip between them. Whole members go one at a time, so none waits behind another.
+        depth = PIPELINE_DEPTH if work.prompt_shards > 1 else 1
+        window: deque[list[Unit]] = deque()  # messages written to the stream and not yet answered, oldest first
+        units_per_iteration = len(work.members) * work.prompt_shards
         while client in self.clients:
-            # Sized by the iteration's population, not the queue left: sizing by what is left would halve the
-            # messages as the queue drains and end the iteration on a long tail of one-member messages.
-            members = self._claim(client, queue, pending, self.members_per_message(len(work.members)))
-            if not members:
-                return
-            in_flight[client] = members
-            deadline = None if self.deadlines.member_seconds is None else self.deadlines.member_seconds * len(members)
+            deadline = None
             try:
                 stream = client.evaluate_stream()
-                if client.batch_iteration != work.iteration:
-                    await stream.write(pb.EvaluateRequest(batch=work.batch))
-                    client.batch_iteration = work.iteration
-                await stream.write(self._request(work, members))
-                self.task_messages += 1
+                # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
+                # messages as the queue drains and end the iteration on a long tail of one-member messages.
+                while len(window) < depth and (
+                    units := self._claim(client, queue, pending, self.members_per_message(units_per_iteration))
+                ):
+                    if client.batch_iteration != work.iteration:
+                        await stream.write(pb.EvaluateRequest(batch=work.batch))
+                        client.batch_iteration = work.iteration
+                    window.append(units)
+                    _track(in_flight, client, window)
+                    await stream.write(self._request(work, units))
+                    self.task_messages += 1
+                if not window:
+                    return
+                units = window[0]
+                if self.deadlines.member_seconds is not None:
+                    deadline = self.deadlines.member_seconds * len(units)
                 response = await asyncio.wait_for(stream.read(), deadline)
                 if response is grpc.aio.EOF:
                     raise ConnectionError("the server closed the stream")
-                answers = [response] if len(members) == 1 else list(response.batch.responses)
-                if len(answers) != len(members):
-                    raise ConnectionError(f"the server answered {len(answers)} of {len(members)} members")
+                answers = [response] if len(units) == 1 else list(response.batch.responses)
+                if len(answers) != len(units):
+                    raise ConnectionError(f"the server answered {len(answers)} of {len(units)} members")
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError, asyncio.TimeoutError) as error:
+                sent = [unit for message in window for unit in message]
                 if isinstance(error, asyncio.TimeoutError):
                     detail = f"no answer within the {deadline:g} s member deadline (stalled)"
-                    self.members_dropped += len(members)  # if it ever answers, those results are not used
+                    self.members_dropped += _members_in(sent)  # if it ever answers, those results are not used
                 else:
                     detail = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-                log.warning(
-                    "server %s failed on member %s (%s); reassigning",
-                    client.address,
-                    ", ".join(str(m.index) for m in members),
-                    detail,
-                )
-                del in_flight[client]
-                queue.extendleft(reversed([*members, *pending.pop(client, ())]))  # its claimed partner too
-                self.members_reassigned += len(members)
+                log.warning("server %s failed on member %s (%s); reassigning", client.address, _describe(sent), detail)
+                in_flight.pop(client, None)
+                queue.extendleft(reversed([*sent, *pending.pop(client, ())]))  # its claimed units too
+                self.members_reassigned += _members_in(sent)
                 self._retire(client, detail)
                 return
-            del in_flight[client]
-            done = [self._report(m, client.address, answer) for m, answer in zip(members, answers, strict=True)]
+            window.popleft()
+            _track(in_flight, client, window)
+            done = [self._report(u, client.address, answer) for u, answer in zip(units, answers, strict=True)]
             self._measured(done)
-            for report in done:
-                reports[report.member.index] = report
-                on_report(report)
-        queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed partner goes back
+            for unit, report in zip(units, done, strict=True):
+                on_part(report, unit)
+        queue.extend(pending.pop(client, ()))  # retired by someone else: its claimed units go back
 
     @staticmethod
     def _claim(
-        client: ServerClient, queue: deque[Member], pending: dict[ServerClient, deque[Member]], count: int = 1
-    ) -> list[Member]:
-        """The next members for `client` (empty when none is left): the mirrored partner it claimed with its
-        last member, else the head of the queue (claiming the partner right behind it), else an unstarted
-        partner claimed by a busy server. With `count` > 1, up to that many from the head of the queue, pairs
-        kept whole.
+        client: ServerClient, queue: deque[Unit], pending: dict[ServerClient, deque[Unit]], count: int = 1
+    ) -> list[Unit]:
+        """The next units for `client` (empty when none is left): the next it claimed, else the head of the
+        queue (claiming every unit of the same seed behind it: the member's other prompt shards and its
+        mirrored partner's), else the last unclaimed unit of the busiest server. With `count` > 1, up to
+        that many from the head of the queue, pairs kept whole.
 
-        Keeping both halves of a pair on one server lets a `--pair-cache` server evaluate the second half
-        without drawing the noise again; taking claimed partners when the queue is empty keeps the tail busy.
+        Keeping a member's shards and its partner on one server lets it skip the perturbation between shards
+        and (`--pair-cache`) evaluate the partner without drawing the noise again; taking others' claimed
+        units from the back when the queue is empty keeps the tail busy without splitting their runs.
         """
         mine = pending.get(client)
         if mine:
             return [mine.popleft()]
         if queue and count > 1:
-            members = [queue.popleft() for _ in range(min(count, len(queue)))]
-            if queue and queue[0].seed == members[-1].seed and queue[0].sign == -members[-1].sign:
-                members.append(queue.popleft())
-            return members
+            units = [queue.popleft() for _ in range(min(count, len(queue)))]
+            while queue and queue[0].member.seed == units[-1].member.seed:
+                units.append(queue.popleft())
+            return units
         if queue:
-            member = queue.popleft()
-            if queue and queue[0].seed == member.seed and queue[0].sign == -member.sign:
-                pending[client] = deque([queue.popleft()])
-            return [member]
-        for claimed in pending.values():
+            unit = queue.popleft()
+            claimed: deque[Unit] = deque()
+            while queue and queue[0].member.seed == unit.member.seed:
+                claimed.append(queue.popleft())
             if claimed:
-                return [claimed.popleft()]
-        return []
+                pending[client] = claimed
+            return [unit]
+        busiest = max(pending.values(), key=len, default=None)
+        return [busiest.pop()] if busiest else []
 
     @staticmethod
-    def _report(member: Member, server: str, response: pb.EvaluateResponse) -> MemberReport:
+    def _report(unit: Unit, server: str, response: pb.EvaluateResponse) -> MemberReport:
+        member = unit.member
         if response.HasField("failure"):
             return MemberReport(member=member, server=server, error=response.failure.error)
         result = response.result
         timings = {phase: getattr(result.timings, phase_field(phase)) for phase in MEMBER_PHASES}
         # A summary-only result's mean is exactly the mean of its per-prompt rewards (the server rounds each to
         # float32 first), so the fitness is the same either way.
-        rewards = list(result.rewards) if len(result.rewards) else [result.reward_mean]
+        summary = not len(result.rewards)
         return MemberReport(
             member=member,
             server=server,
-            rewards=rewards,
+            rewards=[result.reward_mean] if summary else list(result.rewards),
             completion_tokens=result.total_completion_tokens,
             timings=timings,
             prompt_rewards=decode_rewards(result.prompt_rewards_q8) if result.prompt_rewards_q8 else None,
+            prompts_scored=result.prompts_scored,
+            summary=summary,
         )
 
     def _quorum_met(self, reports: dict[int, MemberReport], population: int, started: float) -> bool:
@@ -263,11 +262,23 @@ class FleetScheduler:
     async def run_iteration(
         self, work: IterationWork, on_report: Callable[[MemberReport], None] = lambda report: None
     ) -> dict[int, MemberReport]:
-        """Evaluate the members of `work`; returns member index → report (all, or a quorum)."""
-        queue: deque[Member] = deque(work.members)
+        """Evaluate the members of `work`; returns member index → report (all, or a quorum). With prompt shards,
+        a member's report is merged from its shards' as soon as the last one arrives."""
+        queue: deque[Unit] = deque(units_of(work.members, work.prompt_shards))
         reports: dict[int, MemberReport] = {}
-        in_flight: dict[ServerClient, list[Member]] = {}
-        pending: dict[ServerClient, deque[Member]] = {}  # partners claimed by a server, not started yet
+        parts: dict[int, dict[int, MemberReport]] = {}  # member index → shard → report, until it is complete
+        in_flight: dict[ServerClient, list[Unit]] = {}
+        pending: dict[ServerClient, deque[Unit]] = {}  # units claimed by a server, not started yet
+
+        def on_part(report: MemberReport, unit: Unit) -> None:
+            shards = parts.setdefault(unit.member.index, {})
+            shards[unit.shard] = report
+            if len(shards) == unit.shards:
+                merged = merge_shards([shards[k] for k in range(unit.shards)])
+                reports[unit.member.index] = merged
+                del parts[unit.member.index]
+                on_report(merged)
+
         started = time.monotonic()
         tasks: set[asyncio.Task] = set()
         try:
@@ -277,13 +288,13 @@ class FleetScheduler:
                     idle = [c for c in self.clients if c.address not in busy]
                     if not idle and not tasks:
                         raise FleetExhaustedError(
-                            f"no inference server left with {len(queue)} members to "
+                            f"no inference server left with {_members_in(queue)} members to "
                             f"evaluate; last error: {self.last_error}"
                         )
                     for client in idle:
                         tasks.add(
                             asyncio.create_task(
-                                self._serve_queue(client, work, queue, reports, in_flight, on_report, pending),
+                                self._serve_queue(client, work, queue, parts, in_flight, on_part, pending),
                                 name=client.address,
                             )
                         )
@@ -306,9 +317,26 @@ class FleetScheduler:
                 work.iteration,
                 len(reports),
                 len(work.members),
-                len(in_flight),
+                _members_in(unit for units in in_flight.values() for unit in units),
             )
-            self.members_dropped += sum(len(members) for members in in_flight.values())
+            self.members_dropped += _members_in(unit for units in in_flight.values() for unit in units)
             for client in in_flight:
                 client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean
         return reports
+
+
+def _track(in_flight: dict[ServerClient, list[Unit]], client: ServerClient, window: deque[list[Unit]]) -> None:
+    """Record the units `client` holds in its stream (none: it leaves `in_flight`)."""
+    if window:
+        in_flight[client] = [unit for message in window for unit in message]
+    else:
+        in_flight.pop(client, None)
+
+
+def _members_in(units) -> int:
+    """How many distinct members some units belong to."""
+    return len({unit.member.index for unit in units})
+
+
+def _describe(units: list[Unit]) -> str:
+    return ", ".join(str(u.member.index) if u.shards == 1 else f"{u.member.index}/{u.shard}" for u in units)

@@ -1,0 +1,96 @@
+"""Prompt-sharded members: the unit of work is one member on one fixed slice of the iteration's prompts.
+
+With `fleet.prompt_shards = S`, member m becomes S units (m, 0) … (m, S−1); unit k covers prompts
+[k·B/S, (k+1)·B/S) of the batch (integer division, the servers' `shard_slice`). Servers that finish early
+take units of members still running, so the iteration's tail shrinks from a whole member to a shard.
+
+Results never depend on which server ran which unit: a unit's result is a pure function of (member, shard)
+(its slice is a fixed batch, its sampling seed derives from the member's and the shard's), and a member's
+report is merged from its units in shard order. S is fixed by the config, so one S gives bit-identical
+fitness and update logs on 1, 2 or 3 servers; another S is another (equally valid) run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from seedcast.optimizer.es.seeds import derive_seed
+from seedcast.optimizer.es.strategy import Member
+
+
+@dataclass
+class MemberReport:
+    """What came back for one member (or, inside the scheduler, for one of its prompt shards)."""
+
+    member: Member
+    server: str
+    rewards: list[float] = field(default_factory=list)
+    completion_tokens: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    prompt_rewards: list[float] | None = None  # per prompt, from one byte each, when the task asked for them
+    prompts_scored: int = 0  # prompts with a scorable reward (what weighs a shard's mean when merging)
+    summary: bool = False  # `rewards` is [the mean over the prompts], not one reward per prompt
+
+    @property
+    def fitness(self) -> float:
+        """Mean reward over the prompts that could be scored; NaN for a failed member."""
+        scored = [r for r in self.rewards if not math.isnan(r)]
+        return sum(scored) / len(scored) if (scored and self.error is None) else math.nan
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One member on one prompt shard (shard 0 of 1: the whole batch)."""
+
+    member: Member
+    shard: int = 0
+    shards: int = 1
+
+    @property
+    def sampling_seed(self) -> int:
+        """The member's sampling seed, or for a shard of several one derived from it and the shard."""
+        if self.shards == 1:
+            return self.member.sampling_seed
+        return derive_seed(self.member.sampling_seed, "prompt-shard", self.shard)
+
+
+def units_of(members: list[Member], shards: int) -> list[Unit]:
+    """Each member's shards in order, member after member (a mirrored pair's units stay adjacent)."""
+    return [Unit(member, shard, shards) for member in members for shard in range(shards)]
+
+
+def merge_shards(parts: list[MemberReport]) -> MemberReport:
+    """One member's report from its shards' reports, in shard order; one part is returned as it is.
+
+    A failed shard fails the member. Per-prompt rewards are concatenated (shards are contiguous slices); a
+    summary-only result's mean is weighed by its scored prompts."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    servers = ",".join(dict.fromkeys(part.server for part in parts))
+    failed = next((part for part in parts if part.error is not None), None)
+    if failed is not None:
+        return MemberReport(member=first.member, server=servers, error=failed.error)
+    summary = any(part.summary for part in parts)
+    scored = sum(part.prompts_scored for part in parts)
+    if not summary:
+        rewards = [reward for part in parts for reward in part.rewards]
+    else:
+        total = sum(part.rewards[0] * part.prompts_scored for part in parts if part.prompts_scored)
+        rewards = [total / scored if scored else math.nan]
+    timings = {phase: sum(part.timings.get(phase, 0.0) for part in parts) for phase in first.timings}
+    prompt_rewards = None
+    if all(part.prompt_rewards is not None for part in parts):
+        prompt_rewards = [reward for part in parts for reward in part.prompt_rewards]
+    return MemberReport(
+        member=first.member,
+        server=servers,
+        rewards=rewards,
+        completion_tokens=sum(part.completion_tokens for part in parts),
+        timings=timings,
+        prompt_rewards=prompt_rewards,
+        prompts_scored=scored,
+        summary=summary,
+    )
