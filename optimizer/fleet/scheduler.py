@@ -16,6 +16,10 @@ members per message (`MemberTasks`), sized so every server gets one message per 
 MAX_MEMBERS_PER_MESSAGE members, so small fleets get several).
 Real members (tenths of a second and more) always go one per message, so a server never holds
 members another server could take.
+
+With `fleet.prompt_shards` > 1 the unit of work is a member on one slice of the batch (shards.py): a
+server claims a pair's units together, idle servers take the last unclaimed units of busy ones, each
+server keeps one more unit in its stream, and a member's report is merged once all its units are in.
 """
 
 from __future__ import annotations
@@ -142,7 +146,6 @@ class FleetScheduler:
         client: ServerClient,
         work: IterationWork,
         queue: deque[Unit],
-        parts: dict[int, dict[int, MemberReport]],
         in_flight: dict[ServerClient, list[Unit]],
         on_part: Callable[[MemberReport, Unit], None],
         pending: dict[ServerClient, deque[Unit]],
@@ -161,11 +164,11 @@ class FleetScheduler:
                 while len(window) < depth and (
                     units := self._claim(client, queue, pending, self.members_per_message(units_per_iteration))
                 ):
+                    window.append(units)  # before any write: a failed write hands them back
+                    _track(in_flight, client, window)
                     if client.batch_iteration != work.iteration:
                         await stream.write(pb.EvaluateRequest(batch=work.batch))
                         client.batch_iteration = work.iteration
-                    window.append(units)
-                    _track(in_flight, client, window)
                     await stream.write(self._request(work, units))
                     self.task_messages += 1
                 if not window:
@@ -294,7 +297,7 @@ class FleetScheduler:
                     for client in idle:
                         tasks.add(
                             asyncio.create_task(
-                                self._serve_queue(client, work, queue, parts, in_flight, on_part, pending),
+                                self._serve_queue(client, work, queue, in_flight, on_part, pending),
                                 name=client.address,
                             )
                         )
