@@ -58,24 +58,24 @@ def table(report: dict) -> str:
         _fleet_line(report.get("fleet_run")),
         "",
         "| model | parameters | noise | perturb | restore | update (8 seeds) | member ÷ plain | tokens/s "
-        "| peak memory | ÷ plain inference |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peak memory | ÷ plain inference | 4 prompt shards ÷ whole batch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for shape, result in report["shapes"].items():
         if "noise" not in result:
-            lines.append(f"| {shape} | failed: {result.get('error')} |||||||||")
+            lines.append(f"| {shape} | failed: {result.get('error')} ||||||||||")
             continue
         for noise, row in result["noise"].items():
             lines.append(
                 f"| {shape} | {_millions(row['parameters'])} | {noise} | {_seconds(row['perturb'])} | "
                 f"{_seconds(row['restore'])} | {_seconds(row['update'])} | {_ratio(row['member_over_plain'])} | "
                 f"{row['tokens_per_second']:.0f} | {_gib(row['peak_bytes'])} | "
-                f"{_ratio(row.get('peak_memory_over_plain'))} |"
+                f"{_ratio(row.get('peak_memory_over_plain'))} | {_ratio(row.get('shards_over_whole'))} |"
             )
         plain = result["plain"]
         lines.append(
             f"| {shape} | | plain inference | | | | 1 | {plain['tokens_per_second']:.0f} | "
-            f"{_gib(plain['peak_bytes'])} | 1 |"
+            f"{_gib(plain['peak_bytes'])} | 1 | |"
         )
     return "\n".join(lines) + "\n"
 

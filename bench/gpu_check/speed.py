@@ -3,7 +3,9 @@
 For each shape: plain generation of 32 prompts × 128 new tokens with the model alone (its peak device
 memory is the reference), then an `hf` backend per noise kind, timing perturb, restore and a 16-member
 update (8 mirrored seeds) and a member (perturb + generate + restore) against a plain generation of the
-same prompts, interleaved so both sides see the same machine; medians of `repeats`.
+same prompts, interleaved so both sides see the same machine; medians of `repeats`. Once per shape, the
+prompts generated as SHARDS slices one after another ÷ all at once: what `fleet.prompt_shards` costs in
+batching on this device.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 PROMPTS = 32
 UPDATE_TERMS = 8
 SIGMA = 1e-3
+SHARDS = 4
 
 
 def _prompts() -> list[str]:
@@ -81,7 +84,9 @@ def plain_inference(model_dir: str, device: torch.device, max_new_tokens: int) -
     return result  # the model is freed when this frame goes; the next measurement's _free collects it
 
 
-def es_server(model_dir: str, device: torch.device, noise: str, max_new_tokens: int, repeats: int) -> dict:
+def es_server(
+    model_dir: str, device: torch.device, noise: str, max_new_tokens: int, repeats: int, shards: bool = False
+) -> dict:
     """One `hf` backend: perturb, restore, update and member times, and the member ÷ plain generation ratio."""
     from seedcast.inference_server.backends.base import Sampling
     from seedcast.inference_server.backends.hf import HFBackend
@@ -105,7 +110,14 @@ def es_server(model_dir: str, device: torch.device, noise: str, max_new_tokens: 
     backend.perturb(1, SIGMA)
     restore()
     backend.apply_update(terms)
-    times: dict[str, list[float]] = {k: [] for k in ("perturb", "restore", "update", "member", "plain", "ratio")}
+
+    def generate_in_shards() -> None:
+        size = PROMPTS // SHARDS
+        for start in range(0, PROMPTS, size):
+            backend.generate(prompts[start : start + size], sampling)
+
+    names = ("perturb", "restore", "update", "member", "plain", "ratio", *(("shards_over_whole",) if shards else ()))
+    times: dict[str, list[float]] = {k: [] for k in names}
     for repeat in range(repeats):
         plain = _timed(device, generate)
         perturb = _timed(device, lambda r=repeat: backend.perturb(10 + r, SIGMA))
@@ -117,6 +129,8 @@ def es_server(model_dir: str, device: torch.device, noise: str, max_new_tokens: 
         times["plain"].append(plain)
         times["ratio"].append((perturb + member_generate + restored) / plain)
         times["update"].append(_timed(device, lambda: backend.apply_update(terms)))
+        if shards:
+            times["shards_over_whole"].append(_timed(device, generate_in_shards) / plain)
     tokens = sum(c.tokens for p in last for c in p)  # of the last timed generation
     result = {name: statistics.median(values) for name, values in times.items()}
     result["member_over_plain"] = result.pop("ratio")
@@ -131,7 +145,10 @@ def es_server(model_dir: str, device: torch.device, noise: str, max_new_tokens: 
 def measure_shape(model_dir: str, device: torch.device, max_new_tokens: int, repeats: int) -> dict:
     """Plain inference and both noise kinds for one model; peak memory ratios against plain inference."""
     plain = plain_inference(model_dir, device, max_new_tokens)
-    rows = {noise: es_server(model_dir, device, noise, max_new_tokens, repeats) for noise in ("gaussian", "table")}
+    rows = {
+        noise: es_server(model_dir, device, noise, max_new_tokens, repeats, shards=noise == "gaussian")
+        for noise in ("gaussian", "table")
+    }
     for row in rows.values():
         if row["peak_bytes"] and plain["peak_bytes"]:
             row["peak_memory_over_plain"] = row["peak_bytes"] / plain["peak_bytes"]
