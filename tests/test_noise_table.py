@@ -82,6 +82,10 @@ def test_table_updates_replay_bit_for_bit_and_follow_the_noise():
     for seed, coeff in terms:
         expected += coeff * TABLE.noise(seed, "a", MULTI_CHUNK)
     assert torch.allclose(first["a"], expected, atol=1e-6)
+    term_by_term = base["a"].clone()  # one pass per term, as the update was applied before it went chunk-major
+    for seed, coeff in terms:
+        term_by_term.add_(TABLE.noise(seed, "a", MULTI_CHUNK), alpha=coeff)
+    assert torch.equal(first["a"], term_by_term)  # the same bits: each coordinate gets its terms in order
     gaussian = {k: v.clone() for k, v in base.items()}
     apply_update_terms(gaussian, terms, source=GAUSSIAN)
     assert weights_fingerprint(gaussian) != weights_fingerprint(first)

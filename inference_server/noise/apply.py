@@ -113,6 +113,10 @@ def apply_update_terms(
 ) -> None:
     """master[name] += sum(coeff * noise(seed, name)) for every tensor, in float32, terms in order.
 
+    Each coordinate receives its terms in order whatever the loop nesting, so table noise (chunks that are
+    read-only slices) goes chunk by chunk with every term inside, one pass over the tensor instead of one per
+    term, with bit-identical results.
+
     With `momentum` β > 0 the sum goes into a float32 velocity instead, `velocity[name] = β·velocity[name] +
     sum(...)`, and master += velocity[name]; `velocity` (kept by the caller from step to step, empty at the
     base model) gains a zero tensor per name on first use. The order of the terms and of these operations is
@@ -134,10 +138,17 @@ def apply_update_terms(
         target = velocity[name].view(-1) if momentum else flat
         if momentum:
             target.mul_(momentum)
-        buffer = torch.empty_like(flat, dtype=torch.float32) if source.fresh else None
-        for seed, coeff in terms:
-            for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device, buffer):
-                target[start:end].add_(noise, alpha=coeff)
+        if source.fresh:  # drawn noise: one buffer, refilled seed after seed
+            buffer = torch.empty_like(flat, dtype=torch.float32)
+            for seed, coeff in terms:
+                for start, end, noise in source.chunks(seed, name, flat.numel(), flat.device, buffer):
+                    target[start:end].add_(noise, alpha=coeff)
+        elif terms:  # read-only slices: every term's chunk added while the target's chunk is in cache
+            streams = [source.chunks(seed, name, flat.numel(), flat.device) for seed, _ in terms]
+            for pieces in zip(*streams, strict=True):
+                chunk = target[pieces[0][0] : pieces[0][1]]
+                for (_, _, noise), (_, coeff) in zip(pieces, terms, strict=True):
+                    chunk.add_(noise, alpha=coeff)
         if momentum:
             flat.add_(target)
 
