@@ -158,7 +158,6 @@ class HFBackend:
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self._mirror_key = None  # cached partners were computed from the old master
-        self._written_key = None
         apply_update_terms(self.master, terms, self.threads, self.noise, momentum, self.velocity)
         self._sync_inference_weights()
 
