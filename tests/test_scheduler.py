@@ -172,6 +172,20 @@ def test_a_server_claims_a_pairs_shards_and_an_idle_one_takes_from_their_back():
     assert [(u.member.index, u.shard) for u in FleetScheduler._claim(busy, queue, pending)] == [(0, 1)]
 
 
+def test_a_server_prefetching_its_next_unit_never_takes_another_servers():
+    members = OpenES(2, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    from collections import deque
+
+    queue, pending = deque(units_of(members, 4)), {}
+    busy, other = object(), object()
+    FleetScheduler._claim(busy, queue, pending)  # every unit: the pair's eight shards
+    assert not queue and len(pending[busy]) == 7
+    assert FleetScheduler._claim(other, queue, pending, steal=False) == []  # its stream still holds a unit
+    assert len(pending[busy]) == 7
+    stolen = FleetScheduler._claim(other, queue, pending)  # its stream is empty: it takes from the back
+    assert [(u.member.index, u.shard) for u in stolen] == [(1, 3)]
+
+
 def test_a_server_lost_while_holding_several_members_gives_them_all_back():
     async def main():
         async with _fleet([0.0, 0.0]) as (servers, clients):

@@ -161,8 +161,12 @@ class FleetScheduler:
                 stream = client.evaluate_stream()
                 # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
                 # messages as the queue drains and end the iteration on a long tail of one-member messages.
+                # Only a server with nothing in its stream takes another's claimed units: prefetching them would
+                # hold them behind its own running unit (on a slow server, for 3× as long) while others idle.
                 while len(window) < depth and (
-                    units := self._claim(client, queue, pending, self.members_per_message(units_per_iteration))
+                    units := self._claim(
+                        client, queue, pending, self.members_per_message(units_per_iteration), steal=not window
+                    )
                 ):
                     window.append(units)  # before any write: a failed write hands them back
                     _track(in_flight, client, window)
@@ -205,12 +209,16 @@ class FleetScheduler:
 
     @staticmethod
     def _claim(
-        client: ServerClient, queue: deque[Unit], pending: dict[ServerClient, deque[Unit]], count: int = 1
+        client: ServerClient,
+        queue: deque[Unit],
+        pending: dict[ServerClient, deque[Unit]],
+        count: int = 1,
+        steal: bool = True,
     ) -> list[Unit]:
         """The next units for `client` (empty when none is left): the next it claimed, else the head of the
         queue (claiming every unit of the same seed behind it: the member's other prompt shards and its
-        mirrored partner's), else the last unclaimed unit of the busiest server. With `count` > 1, up to
-        that many from the head of the queue, pairs kept whole.
+        mirrored partner's), else (`steal`) the last unclaimed unit of the busiest server. With `count` > 1,
+        up to that many from the head of the queue, pairs kept whole.
 
         Keeping a member's shards and its partner on one server lets it skip the perturbation between shards
         and (`--pair-cache`) evaluate the partner without drawing the noise again; taking others' claimed
@@ -232,7 +240,7 @@ class FleetScheduler:
             if claimed:
                 pending[client] = claimed
             return [unit]
-        busiest = max(pending.values(), key=len, default=None)
+        busiest = max(pending.values(), key=len, default=None) if steal else None
         return [busiest.pop()] if busiest else []
 
     @staticmethod
