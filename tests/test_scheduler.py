@@ -172,18 +172,23 @@ def test_a_server_claims_a_pairs_shards_and_an_idle_one_takes_from_their_back():
     assert [(u.member.index, u.shard) for u in FleetScheduler._claim(busy, queue, pending)] == [(0, 1)]
 
 
-def test_a_server_prefetching_its_next_unit_never_takes_another_servers():
-    members = OpenES(2, 0.1, 0.1, mirrored=True).ask(ESState(0))
+def test_a_server_prefetches_only_while_unclaimed_units_remain():
+    members = OpenES(4, 0.1, 0.1, mirrored=True).ask(ESState(0))
     from collections import deque
 
-    queue, pending = deque(units_of(members, 4)), {}
+    queue, pending = deque(units_of(members, 2)), {}
     busy, other = object(), object()
-    FleetScheduler._claim(busy, queue, pending)  # every unit: the pair's eight shards
-    assert not queue and len(pending[busy]) == 7
-    assert FleetScheduler._claim(other, queue, pending, steal=False) == []  # its stream still holds a unit
-    assert len(pending[busy]) == 7
-    stolen = FleetScheduler._claim(other, queue, pending)  # its stream is empty: it takes from the back
-    assert [(u.member.index, u.shard) for u in stolen] == [(1, 3)]
+    FleetScheduler._claim(busy, queue, pending)  # member 0 shard 0; claims the rest of the pair
+    ahead = FleetScheduler._claim(busy, queue, pending, prefetch=True)  # the queue still holds the next pair
+    assert [(u.member.index, u.shard) for u in ahead] == [(0, 1)]
+    FleetScheduler._claim(other, queue, pending)  # takes the next pair: the queue is empty now
+    assert not queue and len(pending[busy]) == 2
+    assert FleetScheduler._claim(busy, queue, pending, prefetch=True) == []  # the tail: nothing queued behind
+    assert FleetScheduler._claim(other, queue, pending, prefetch=True) == []
+    assert len(pending[busy]) == 2 and len(pending[other]) == 3  # still free for whichever server idles first
+    pending[other].clear()
+    stolen = FleetScheduler._claim(other, queue, pending)  # idle: it takes from the busy server's back
+    assert [(u.member.index, u.shard) for u in stolen] == [(1, 1)]
 
 
 def test_a_server_lost_while_holding_several_members_gives_them_all_back():

@@ -161,11 +161,9 @@ class FleetScheduler:
                 stream = client.evaluate_stream()
                 # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
                 # messages as the queue drains and end the iteration on a long tail of one-member messages.
-                # Only a server with nothing in its stream takes another's claimed units: prefetching them would
-                # hold them behind its own running unit (on a slow server, for 3× as long) while others idle.
                 while len(window) < depth and (
                     units := self._claim(
-                        client, queue, pending, self.members_per_message(units_per_iteration), steal=not window
+                        client, queue, pending, self.members_per_message(units_per_iteration), prefetch=bool(window)
                     )
                 ):
                     window.append(units)  # before any write: a failed write hands them back
@@ -213,17 +211,23 @@ class FleetScheduler:
         queue: deque[Unit],
         pending: dict[ServerClient, deque[Unit]],
         count: int = 1,
-        steal: bool = True,
+        prefetch: bool = False,
     ) -> list[Unit]:
         """The next units for `client` (empty when none is left): the next it claimed, else the head of the
         queue (claiming every unit of the same seed behind it: the member's other prompt shards and its
-        mirrored partner's), else (`steal`) the last unclaimed unit of the busiest server. With `count` > 1,
-        up to that many from the head of the queue, pairs kept whole.
+        mirrored partner's), else the last unclaimed unit of the busiest server. With `count` > 1, up to
+        that many from the head of the queue, pairs kept whole.
+
+        A `prefetch` (a unit to queue behind the one the server is running) is taken only while the queue
+        still holds unclaimed units. In the iteration's tail a unit written to a stream can no longer move,
+        so one waiting behind a running unit (on a slow server, 3× as long) would keep idle servers idle.
 
         Keeping a member's shards and its partner on one server lets it skip the perturbation between shards
         and (`--pair-cache`) evaluate the partner without drawing the noise again; taking others' claimed
         units from the back when the queue is empty keeps the tail busy without splitting their runs.
         """
+        if prefetch and not queue:
+            return []
         mine = pending.get(client)
         if mine:
             return [mine.popleft()]
@@ -240,7 +244,7 @@ class FleetScheduler:
             if claimed:
                 pending[client] = claimed
             return [unit]
-        busiest = max(pending.values(), key=len, default=None) if steal else None
+        busiest = max(pending.values(), key=len, default=None)
         return [busiest.pop()] if busiest else []
 
     @staticmethod
