@@ -163,11 +163,13 @@ def compare(args: argparse.Namespace) -> int:
     print((out / "report.md").read_text())
     if args.claims:
         from seedcast.optimizer.analysis.claims import write_claims
+        from seedcast.optimizer.analysis.claims_report import write_claims_report
 
         part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
         for claim in part["claims"]:
             print(f"claim {claim['claim']}: {claim['verdict']}")
-        print(f"wrote the {args.claims_task or args.task} claims to {args.claims}")
+        report = write_claims_report(Path(args.claims))
+        print(f"wrote the {args.claims_task or args.task} claims to {args.claims} (tables: {report})")
     print(f"wrote {out}/report.md, compare.json and plots")
     return 0
 

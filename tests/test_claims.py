@@ -18,6 +18,7 @@ from seedcast.optimizer.analysis.claims import (
     task_rows,
     write_claims,
 )
+from seedcast.optimizer.analysis.claims_report import write_claims_report
 from seedcast.optimizer.analysis.compare import Entry
 
 PROBLEMS, SAMPLES = 64, 16
@@ -114,3 +115,18 @@ def test_a_gain_the_format_control_matches_is_reported_as_format():
     rows = {r["method"]: r for r in task_rows(groups, [1])}
     assert rows["format"]["finished_accuracy"] == 0.45 and rows["es"]["truncation_rate"] == 0.6
     assert format_control(group_entries([base, es]), [1]) is None  # no control run, no section
+
+
+def test_the_claims_tables_show_every_task_row_and_verdict_of_the_json(tmp_path):
+    path = tmp_path / "claims.json"
+    entries = [_entry("base", 0.05, 2.1), _entry("grpo@0", 0.3, 1.1), _entry("es:wall@0", 0.1, 2.1)]
+    write_claims(path, "synthetic", entries, [1, 16], "seedcast compare ...")
+    write_claims(path, "countdown", entries[:2], [1, 4], "seedcast compare ... countdown")
+    text = write_claims_report(path).read_text()
+    part = json.loads(path.read_text())["tasks"]["synthetic"]
+    assert "## synthetic (64 held-out problems)" in text and "## countdown" in text
+    grpo = next(r for r in part["rows"] if r["method"] == "grpo")["pass_at_k"]["16"]
+    assert f"{grpo['mean']:.3f} [{grpo['ci95'][0]:.3f}, {grpo['ci95'][1]:.3f}]" in text
+    for claim in part["claims"]:
+        assert f"| `{claim['claim']}` | **{claim['verdict']}** |" in text
+    assert "pass@4" in text  # each task shows its own largest k

@@ -1,0 +1,85 @@
+"""claims.md: the claims file as tables a person reads, made from claims.json by `seedcast compare`.
+
+The JSON stays the record (every number, interval and run); this page shows per task the rows (method,
+budget, seeds, pass@k with intervals, wall time, completions, truncation, accuracy among finished answers),
+each claim's verdict with the paired differences behind it, and the format control. It is rewritten whole
+from the JSON every time a task's part changes, so it never disagrees with it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HEADER = (
+    "# The ES papers' claims, checked\n\n"
+    "Written by `seedcast compare --claims` from [claims.json](claims.json); do not edit. Intervals are 95% "
+    "percentile bootstraps over held-out problems; differences are paired over problems. A group of seeds "
+    "(`es:wall`, `grpo`) counts a problem's pass@k as the mean over its seeds.\n"
+)
+
+
+def _interval(value: dict, signed: bool = False) -> str:
+    low, high = value["ci95"]
+    sign = "+" if signed else ""
+    return f"{value['mean']:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
+
+
+def _optional(value: float | None, pattern: str) -> str:
+    return "–" if value is None else format(value, pattern)
+
+
+def _rows_table(rows: list[dict]) -> list[str]:
+    ks = sorted({int(k) for row in rows for k in row["pass_at_k"]})
+    shown = sorted({ks[0], ks[-1]})
+    head = ["method", "budget", "seeds", *(f"pass@{k}" for k in shown), "wall s", "completions"]
+    head += ["truncated", "accuracy among finished"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["method"], row["budget"] or "–", str(row["seeds"])]
+        cells += [_interval(row["pass_at_k"][str(k)]) for k in shown]
+        cells += [_optional(row.get("wall_seconds"), ",.0f"), _optional(row.get("completions"), ",.0f")]
+        cells += [_optional(row.get("truncation_rate"), ".1%"), _optional(row.get("finished_accuracy"), ".3f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _numbers(numbers: dict) -> str:
+    parts = []
+    for name, value in numbers.items():
+        parts.append(f"{name}: {_interval(value, signed=True)}" if isinstance(value, dict) else f"{name}: {value:.1f}")
+    return "; ".join(parts)
+
+
+def _claims_table(claims: list[dict]) -> list[str]:
+    lines = ["| claim | verdict | measured |", "|---|---|---|"]
+    for claim in claims:
+        what = claim["difference"] + (f", k = {claim['k']}" if "k" in claim else "")
+        lines.append(f"| `{claim['claim']}` | **{claim['verdict']}** | {what}: {_numbers(claim['numbers'])} |")
+    return lines
+
+
+def render_claims(document: dict) -> str:
+    """The whole claims file as Markdown, one section per task."""
+    lines = [HEADER]
+    for task, part in document.get("tasks", {}).items():
+        heading = f"## {task} ({part.get('problems', '?')} held-out problems)"
+        lines += [heading, "", "    " + part.get("command", ""), ""]
+        lines += [*_rows_table(part.get("rows", [])), ""]
+        if part.get("claims"):
+            lines += [*_claims_table(part["claims"]), ""]
+        control = part.get("format_control")
+        if control:
+            lines += ["Format control (" + control["difference"] + "):", ""]
+            lines += [f"- {name}: {_interval(value, signed=True)}" for name, value in control["numbers"].items()]
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_claims_report(claims_path: Path) -> Path:
+    """Render claims.json at `claims_path` to the .md beside it (atomically); returns its path."""
+    target = claims_path.with_suffix(".md")
+    temporary = target.with_suffix(".md.tmp")
+    temporary.write_text(render_claims(json.loads(claims_path.read_text())))
+    temporary.replace(target)
+    return target
