@@ -7,6 +7,7 @@ a model folder         config.json (from `seedcast export`, a GRPO run's model/,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from seedcast.optimizer.config import ConfigError
@@ -49,3 +50,30 @@ def model_folder(path: str | Path, export_to: str | Path) -> str:
                 f"{summary['fingerprint_logged']}; export it on the device type it was trained on"
             )
     return str(target)
+
+
+def started_from(run_dir: str | Path) -> Path | None:
+    """The run whose weights the run at `run_dir` started from (`--init-from`), or None: a GRPO run's
+    `model/` folder, or an ES run's export (its seedcast_export.json names the run; a relative name is
+    taken from the working directory, as the export wrote it). Only runs that still exist count."""
+    from seedcast.optimizer.run_dir import RunDirectory
+
+    try:
+        folder = Path(RunDirectory(run_dir).load_config().model.name)
+    except (ConfigError, OSError):
+        return None
+    if folder.name == GRPO_MODEL_DIR and _is_run(folder.parent):
+        return folder.parent
+    export = folder / "seedcast_export.json"
+    if export.is_file():
+        source = Path(json.loads(export.read_text()).get("run_dir") or "")
+        if str(source) not in ("", ".") and _is_run(source):
+            return source
+    return None
+
+
+def _is_run(folder: Path) -> bool:
+    try:
+        return run_kind(folder) in ("es", "grpo")
+    except ConfigError:
+        return False

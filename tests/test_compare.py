@@ -141,3 +141,43 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         == 0
     )
     assert "| b | " in (tmp_path / "r2" / "report.md").read_text()
+
+
+def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch):
+    """The GRPO half of a hybrid started from an ES run's export: compare charges it both halves' wall time,
+    completions and tokens, and measures its geometry from the ES run's base model."""
+    from seedcast.optimizer.analysis.compare import Entry, base_model_of, training_info
+    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.run_dir import RunDirectory
+    from seedcast.optimizer.run_records import IterationRecord, RunSummary
+
+    monkeypatch.chdir(tmp_path)  # an export names its run relative to where it was made, as the bench does
+
+    def run(name: str, model: str, method: str, seconds: float, completions: int, tokens: int) -> RunDirectory:
+        directory = RunDirectory.create(name, load_config(overrides=[f"model.name={model}"]), update_log=True)
+        if method == "grpo":
+            (directory.path / "model").mkdir()
+            (directory.path / "model" / "config.json").write_text("{}")
+        directory.append_metrics(
+            IterationRecord(iteration=1, step=1, seconds=seconds, completions=completions, completion_tokens=tokens)
+        )
+        directory.write_summary(RunSummary(method=method, steps=1, wall_seconds=seconds, completion_tokens=tokens))
+        return directory
+
+    run("es-half", "base-model-folder", "es", 700.0, 12_288, 90_000)
+    export = tmp_path / "hybrid" / "init-model"
+    export.mkdir(parents=True)
+    (export / "config.json").write_text("{}")
+    (export / "seedcast_export.json").write_text(json.dumps({"run_dir": "es-half", "steps": 1}))
+    run("hybrid", str(export.resolve()), "grpo", 750.0, 1_280, 15_000)
+    run("plain", "base-model-folder", "grpo", 1_500.0, 2_560, 30_000)
+
+    hybrid = training_info(Entry(label="hybrid@0", path="hybrid", kind="grpo"))
+    assert hybrid["wall_seconds"] == 1_450.0 and hybrid["completions"] == 13_568
+    assert hybrid["completion_tokens"] == 105_000 and hybrid["started_from"] == ["es-half"]
+    assert base_model_of(Entry(label="hybrid@0", path="hybrid", kind="grpo")) == "base-model-folder"
+    plain = training_info(Entry(label="grpo@0", path="plain", kind="grpo"))
+    assert plain["wall_seconds"] == 1_500.0 and "started_from" not in plain
+    assert base_model_of(Entry(label="grpo@0", path="plain", kind="grpo")) == "base-model-folder"
+    (tmp_path / "es-half" / "updates.jsonl").unlink()  # the first half is gone: only the run's own numbers
+    assert training_info(Entry(label="hybrid@0", path="hybrid", kind="grpo"))["wall_seconds"] == 750.0

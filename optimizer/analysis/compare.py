@@ -27,7 +27,7 @@ from pathlib import Path
 
 from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.run_dir import RunDirectory
-from seedcast.optimizer.run_kinds import model_folder, run_kind
+from seedcast.optimizer.run_kinds import model_folder, run_kind, started_from
 
 log = logging.getLogger("seedcast.compare")
 
@@ -85,7 +85,20 @@ def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, seed: in
 
 
 def training_info(entry: Entry) -> dict:
-    """Reward curve, tokens, wall time and memory of an ES or GRPO run."""
+    """Reward curve, tokens, wall time and memory of an ES or GRPO run. A run started from another's
+    weights (`--init-from`, e.g. the GRPO half of a hybrid) counts that run's wall time, completions and
+    tokens too (`started_from` names it): its budget is the whole chain's."""
+    info = _own_training_info(entry)
+    prior = started_from(entry.path)
+    if prior is not None:
+        earlier = training_info(Entry(label=entry.label, path=str(prior), kind=run_kind(prior)))
+        for key in ("wall_seconds", "completions", "completion_tokens"):
+            info[key] = (info[key] or 0) + (earlier[key] or 0)
+        info["started_from"] = [str(prior), *earlier.get("started_from", [])]
+    return info
+
+
+def _own_training_info(entry: Entry) -> dict:
     run = RunDirectory(entry.path)
     rows = run.metrics()
     summary = run.summary()
@@ -115,7 +128,11 @@ def training_info(entry: Entry) -> dict:
 
 
 def base_model_of(entry: Entry) -> str:
-    """The weights a run started from (its config's model.name)."""
+    """The weights a run's chain started from: its config's model.name, or for a run started from another
+    run's weights (`--init-from`), that run's base, so a hybrid's geometry is measured from the base model."""
+    prior = started_from(entry.path)
+    if prior is not None:
+        return base_model_of(Entry(label=entry.label, path=str(prior), kind=run_kind(prior)))
     return RunDirectory(entry.path).load_config().model.name
 
 
