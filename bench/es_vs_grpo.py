@@ -24,7 +24,9 @@ settings, e.g. another wall-time budget, is made again):
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. Each finished run's
 files except weights are copied to docs/results/es-vs-grpo/TASK/NAME (`--publish-finished` copies those of
-runs made before), to be committed as soon as it ends.
+runs made before), to be committed as soon as it ends; each comparison's report, plots and per-entry
+evaluations (results.json, samples.jsonl: enough for `seedcast compare` to judge the claims again) go to
+docs/results/es-vs-grpo/TASK/compare[-64-tokens].
 """
 
 from __future__ import annotations
@@ -73,6 +75,25 @@ PUBLISHED_FILES = (
     "trl_log.jsonl",
 )
 PUBLISHED_ROOT = Path("docs/results/es-vs-grpo")
+
+
+COMPARE_FILES = ("report.md", "compare.json", "pass_at_k.png", "reward_curves.png", "geometry.png")
+EVAL_FILES = ("results.json", "samples.jsonl")  # what `seedcast compare` needs to judge the claims again
+
+
+def publish_compare(out: Path, task: str) -> Path:
+    """Copy a comparison's report, plots and per-entry evaluations (not its exported models) next to the runs."""
+    target = PUBLISHED_ROOT / task / out.name
+    for file in COMPARE_FILES:
+        if (out / file).is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(out / file, target / file)
+    for folder in sorted((out / "evals").glob("*")):
+        for file in EVAL_FILES:
+            if (folder / file).is_file():
+                (target / "evals" / folder.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(folder / file, target / "evals" / folder.name / file)
+    return target
 
 
 def publish(run_dir: Path, task: str, name: str) -> Path:
@@ -162,6 +183,7 @@ def compare(task: str, entries: list[str], out: Path, claims: str, claims_task: 
     ]
     print(shlex.join(["seedcast", *command]), flush=True)
     subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
+    print(f"# compared; report and evaluations in {publish_compare(out, task)}", flush=True)
 
 
 def main() -> None:
@@ -180,6 +202,8 @@ def main() -> None:
         for recorded in sorted(plan.folder.glob("**/plan-command.json")):
             if (recorded.parent / "summary.json").is_file():
                 print(publish(recorded.parent, args.task, str(recorded.parent.relative_to(plan.folder))))
+        for out in sorted(plan.folder.glob("compare*")):
+            print(publish_compare(out, args.task))
         return
     stages = STAGES[: STAGES.index(args.until) + 1]
 
