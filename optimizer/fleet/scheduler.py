@@ -19,7 +19,8 @@ members another server could take.
 
 With `fleet.prompt_shards` > 1 the unit of work is a member on one slice of the batch (shards.py): a
 server claims a pair's units together, idle servers take the last unclaimed units of busy ones, each
-server keeps one more unit in its stream, and a member's report is merged once all its units are in.
+server keeps one more unit in its stream while unclaimed units remain (none in the tail, so no unit waits
+behind a slow one), and a member's report is merged once all its units are in.
 """
 
 from __future__ import annotations
