@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from seedcast.optimizer.config import ConfigError
-from seedcast.optimizer.run_dir import CONFIG_FILE, UPDATES_FILE
+from seedcast.optimizer.run_dir import CONFIG_FILE, UPDATES_FILE, RunDirectory
 
 GRPO_MODEL_DIR = "model"
 
@@ -56,8 +56,6 @@ def started_from(run_dir: str | Path) -> Path | None:
     """The run whose weights the run at `run_dir` started from (`--init-from`), or None: a GRPO run's
     `model/` folder, or an ES run's export (its seedcast_export.json names the run; a relative name is
     taken from the working directory, as the export wrote it). Only runs that still exist count."""
-    from seedcast.optimizer.run_dir import RunDirectory
-
     try:
         folder = Path(RunDirectory(run_dir).load_config().model.name)
     except (ConfigError, OSError):
@@ -66,9 +64,9 @@ def started_from(run_dir: str | Path) -> Path | None:
         return folder.parent
     export = folder / "seedcast_export.json"
     if export.is_file():
-        source = Path(json.loads(export.read_text()).get("run_dir") or "")
-        if str(source) not in ("", ".") and _is_run(source):
-            return source
+        source = json.loads(export.read_text()).get("run_dir")
+        if source and _is_run(Path(source)):
+            return Path(source)
     return None
 
 
