@@ -11,13 +11,15 @@ settings, e.g. another wall-time budget, is made again):
    the best by final greedy eval reward is GRPO's setting from then on (synthetic: 1e-5, 3e-5 × 0.7, 1.0;
    countdown, to fit the budget: 3e-5, 1e-4 at 1.0, around synthetic's winner).
 2. `grpo`: GRPO at that setting for seeds 1 and 2 (seed 0 is its grid run).
-3. `es`: ES-best (configs/es-best.yaml) at GRPO's number of completions (seed 0), and at GRPO's mean wall
-   time (seeds 0, 1, 2): iterations = (GRPO's wall seconds − ES's fixed start-up and eval cost) ÷ ES-best's
-   seconds per iteration, both measured on the first run, so whole runs last as long as GRPO's.
-4. `hybrid`: ES-best for half of GRPO's wall time, then GRPO (`--init-from`) for half its steps.
-5. `format`: the format-only control, ES-best at the wall budget (seed 0) trained on a reward for the
+3. `probe`: ES-best (configs/es-best.yaml) at GRPO's number of completions (seed 0): a few minutes, and
+   it measures ES's seconds per iteration for the next stage.
+4. `es`: ES-best at GRPO's mean wall time (seeds 0, 1, 2): iterations = (GRPO's wall seconds − ES's fixed
+   start-up and eval cost) ÷ ES-best's seconds per iteration, both measured on the probe, so whole runs
+   last as long as GRPO's.
+5. `hybrid`: ES-best for half of GRPO's wall time, then GRPO (`--init-from`) for half its steps.
+6. `format`: the format-only control, ES-best at the wall budget (seed 0) trained on a reward for the
    answer's shape alone (`format-final-number`, `format-countdown`): what it gains is format, not skill.
-6. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+7. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
    from, nor any run's in-training eval, which picked GRPO's setting), n = 16 at T = 1 at the training
    token budget, writing the task's part of docs/results/claims.json; then again at 64 new tokens (n = 4,
    base, GRPO, ES at equal wall time and the control), where the base is rarely cut off, as `TASK-64-tokens`.
@@ -61,7 +63,7 @@ SEEDS = (0, 1, 2)
 # in-training eval sets from seeds 1_000_003-1_000_005 (seed 0's picked GRPO's setting), so not those either.
 EVAL_SEED = 2_000_003
 LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
-STAGES = ("grid", "grpo", "es", "hybrid", "format", "compare")
+STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
 
 
 # What a finished run leaves in docs/results/es-vs-grpo/TASK/NAME: everything but weights. An ES run's
@@ -217,12 +219,14 @@ def main() -> None:
     grpo_runs = {0: grid[json.dumps(best)]}
     if "grpo" in stages:
         grpo_runs.update({seed: grpo(plan, f"grpo@{seed}", best, seed) for seed in SEEDS[1:]})
-    if "es" not in stages:
+    if "probe" not in stages:
         return
     walls = [plan.summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
     completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
     probe = es(plan, "es:completions@0", completions // (16 * 32), 0)  # population x batch_size per iteration
+    if "es" not in stages:
+        return
     probe_summary = plan.summary(probe)
     wall_iterations = iterations_for_wall(grpo_wall, probe_summary)
     es_runs = {seed: es(plan, f"es:wall@{seed}", wall_iterations, seed) for seed in SEEDS}
