@@ -27,6 +27,7 @@ from seedcast.optimizer.es.strategy import ESState, OpenES
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.fleet.replicas import Fleet
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
+from seedcast.optimizer.fleet.shards import tail_advice
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
@@ -236,6 +237,10 @@ class Trainer:
                 )
                 self.run.record_resolved_config(self.config)
                 log.info("es.noise=auto: %s noise (written to %s)", self.fleet.noise, self.run.path / "config.yaml")
+            config, servers = self.config, len(self.fleet.active)
+            advice = tail_advice(config.es.population, config.fleet.prompt_shards, servers, config.batch_size)
+            if advice:  # the fleet's shape idles servers in every iteration's tail
+                log.info(advice)
             if records:
                 log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
             self.metrics.step.set(state.iteration)

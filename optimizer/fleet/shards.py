@@ -94,3 +94,31 @@ def merge_shards(parts: list[MemberReport]) -> MemberReport:
         prompts_scored=scored,
         summary=summary,
     )
+
+
+TAIL_TARGET = 0.95  # the share of the fleet's time a suggested `fleet.prompt_shards` lets servers generate
+
+
+def tail_bound(units: int, servers: int) -> float:
+    """The most of a fleet's time that can go to generating when `units` equal units of work run on `servers`
+    equal servers: the iteration lasts ceil(units / servers) rounds, and the last one leaves servers idle
+    unless the units divide evenly (16 whole members on 7 servers: 16 / 21 = 0.76)."""
+    return units / (servers * math.ceil(units / servers))
+
+
+def tail_advice(population: int, shards: int, servers: int, batch_size: int) -> str | None:
+    """A suggestion when the fleet's shape caps generation below TAIL_TARGET and a larger `fleet.prompt_shards`
+    (at most `batch_size`) would lift it there; None when the shape is fine or nothing helps."""
+    bound = tail_bound(population * shards, servers)
+    if servers < 2 or bound >= TAIL_TARGET:
+        return None
+    better = next(
+        (s for s in range(shards + 1, batch_size + 1) if tail_bound(population * s, servers) >= TAIL_TARGET), None
+    )
+    if better is None:
+        return None
+    return (
+        f"{population} members x {shards} prompt shard(s) on {servers} servers keep at most {bound:.0%} of the "
+        f"fleet generating (servers idle in each iteration's last round); fleet.prompt_shards={better} would allow "
+        f"{tail_bound(population * better, servers):.0%} (another S is another, equally valid, run)"
+    )
