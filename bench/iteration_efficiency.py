@@ -7,6 +7,8 @@ otherwise, for simulated fleet shapes and for real local servers on the bundled 
     python bench/iteration_efficiency.py --real                   # the bundled model, 1 and 2 local servers
     python bench/iteration_efficiency.py --simulated --real --json docs/results/iteration-efficiency.json
     python bench/iteration_efficiency.py --simulated --prompt-shards 4  # members cut into 4 prompt shards
+    python bench/iteration_efficiency.py --simulated --prompt-shards advised --shapes 16x7,30x7
+                                            # the S `seedcast train` advises for each shape (1 if none)
 
 Simulated: in-process gRPC servers with SimulatedLatencyTestBackend (a member costs `--latency` seconds of
 "generation", 3× that on a slow server) and the optimizer's real FleetScheduler; populations 16 and 30 on 1,
@@ -33,6 +35,7 @@ from seedcast.inference_server.server import start_server
 from seedcast.optimizer.es.strategy import ESState, OpenES
 from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.scheduler import FleetScheduler, IterationWork
+from seedcast.optimizer.fleet.shards import advised_shards
 from seedcast.proto import seedcast_pb2 as pb
 
 SHAPES = [(population, servers, 1) for population in (16, 30) for servers in (1, 3, 5, 7, 8)] + [(16, 4, 3)]
@@ -128,6 +131,22 @@ def real_fleet(servers: int, noise: str, iterations: int, shards: int = 1) -> di
     }
 
 
+def _parse_shapes(text: str, parser: argparse.ArgumentParser) -> list[tuple[int, int, float]]:
+    """`16x7,16x4x3` as (population, servers, slowdown) triples."""
+    shapes = []
+    for item in text.split(","):
+        parts = item.strip().split("x")
+        if len(parts) not in (2, 3) or not all(part.isdigit() and int(part) > 0 for part in parts):
+            parser.error(f"--shapes: {item!r} is not POPULATIONxSERVERS[xSLOWDOWN] with positive whole numbers")
+        shapes.append((int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1))
+    return shapes
+
+
+def _advised(population: int, servers: int) -> int:
+    """The prompt shards `seedcast train` advises for this shape of equal servers, 1 where it advises none."""
+    return advised_shards(population, 1, servers, PROMPTS) or 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--simulated", action="store_true", help="the simulated fleet shapes")
@@ -135,23 +154,34 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="simulated seconds per member (default: 0.2)")
     parser.add_argument("--iterations", type=int, default=3, help="measured iterations per row (default: 3)")
     parser.add_argument(
-        "--prompt-shards", type=int, default=1, help="fleet.prompt_shards: slices of the batch per member (default: 1)"
+        "--prompt-shards",
+        default="1",
+        help="fleet.prompt_shards: slices of the batch per member, or 'advised': the S `seedcast train` advises "
+        "for each simulated shape, 1 where it advises none (default: 1)",
+    )
+    parser.add_argument(
+        "--shapes", default=None, help="only these simulated shapes, POPULATIONxSERVERS[xSLOWDOWN],... (e.g. 16x7)"
     )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args()
     if not (args.simulated or args.real):
         parser.error("choose --simulated, --real or both")
+    if args.prompt_shards != "advised" and not (args.prompt_shards.isdigit() and int(args.prompt_shards) > 0):
+        parser.error(f"--prompt-shards must be a whole number or 'advised', got {args.prompt_shards!r}")
+    if args.real and args.prompt_shards == "advised":
+        parser.error("--prompt-shards advised applies to --simulated shapes only")
+    shapes = SHAPES if args.shapes is None else _parse_shapes(args.shapes, parser)
     report: dict = {}
     if args.simulated:
-        print(f"{'population':>10}{'servers':>9}{'slow server':>22}{'efficiency':>12}{'seconds':>9}{'ideal':>8}")
+        header = f"{'population':>10}{'servers':>9}{'slow server':>22}{'S':>4}"
+        print(f"{header}{'efficiency':>12}{'seconds':>9}{'ideal':>8}")
         report["simulated"] = []
-        for population, servers, slowdown in SHAPES:
-            row = asyncio.run(
-                simulated_fleet(population, servers, slowdown, args.latency, args.iterations, args.prompt_shards)
-            )
+        for population, servers, slowdown in shapes:
+            shards = int(args.prompt_shards) if args.prompt_shards != "advised" else _advised(population, servers)
+            row = asyncio.run(simulated_fleet(population, servers, slowdown, args.latency, args.iterations, shards))
             report["simulated"].append(row)
             print(
-                f"{population:>10}{servers:>9}{row['slow_server'] or '–':>22}{row['efficiency']:>12.3f}"
+                f"{population:>10}{servers:>9}{row['slow_server'] or '–':>22}{shards:>4}{row['efficiency']:>12.3f}"
                 f"{row['iteration_seconds']:>9.2f}{row['ideal_seconds']:>8.2f}",
                 flush=True,
             )
@@ -160,7 +190,7 @@ def main() -> None:
         report["real"] = []
         for servers in (1, 2):
             for noise in ("gaussian", "table"):
-                row = real_fleet(servers, noise, args.iterations, args.prompt_shards)
+                row = real_fleet(servers, noise, args.iterations, int(args.prompt_shards))
                 report["real"].append(row)
                 shares = row["shares"]
                 print(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from seedcast.optimizer.fleet.shards import TAIL_TARGET, tail_advice, tail_bound
+from seedcast.optimizer.fleet.shards import TAIL_TARGET, advised_shards, tail_advice, tail_bound
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,7 @@ def test_an_uneven_fleet_is_told_the_smallest_shard_count_that_reaches_the_targe
     assert advice is not None
     assert "at most 76%" in advice and "fleet.prompt_shards=3 would allow 98%" in advice  # 48 units in 7 rounds
     assert tail_bound(16 * 2, 7) < TAIL_TARGET <= tail_bound(16 * 3, 7)
+    assert advised_shards(16, 1, 7, 32) == 3 and advised_shards(16, 2, 7, 32) == 3 and advised_shards(30, 1, 7, 32) == 2
     assert "fleet.prompt_shards=4 would allow 100%" in tail_advice(30, 1, 8, 32)
 
 
@@ -35,3 +36,4 @@ def test_an_uneven_fleet_is_told_the_smallest_shard_count_that_reaches_the_targe
 )
 def test_no_advice_when_the_shape_is_fine_or_no_shard_count_helps(population, shards, servers, batch_size):
     assert tail_advice(population, shards, servers, batch_size) is None
+    assert advised_shards(population, shards, servers, batch_size) is None

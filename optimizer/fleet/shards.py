@@ -106,19 +106,25 @@ def tail_bound(units: int, servers: int) -> float:
     return units / (servers * math.ceil(units / servers))
 
 
-def tail_advice(population: int, shards: int, servers: int, batch_size: int) -> str | None:
-    """A suggestion when the fleet's shape caps generation below TAIL_TARGET and a larger `fleet.prompt_shards`
-    (at most `batch_size`) would lift it there; None when the shape is fine or nothing helps."""
-    bound = tail_bound(population * shards, servers)
-    if servers < 2 or bound >= TAIL_TARGET:
+def advised_shards(population: int, shards: int, servers: int, batch_size: int) -> int | None:
+    """The smallest `fleet.prompt_shards` above `shards` (at most `batch_size`) that lets equal servers generate
+    TAIL_TARGET of the time, when `shards` does not; None when it already does or nothing reaches it."""
+    if servers < 2 or tail_bound(population * shards, servers) >= TAIL_TARGET:
         return None
-    better = next(
+    return next(
         (s for s in range(shards + 1, batch_size + 1) if tail_bound(population * s, servers) >= TAIL_TARGET), None
     )
+
+
+def tail_advice(population: int, shards: int, servers: int, batch_size: int) -> str | None:
+    """What `seedcast train` logs at start when the fleet's shape caps generation below TAIL_TARGET and a
+    larger `fleet.prompt_shards` would lift it there (advised_shards); None otherwise."""
+    better = advised_shards(population, shards, servers, batch_size)
     if better is None:
         return None
     return (
-        f"{population} members x {shards} prompt shard(s) on {servers} servers keep at most {bound:.0%} of the "
-        f"fleet generating (servers idle in each iteration's last round); fleet.prompt_shards={better} would allow "
+        f"{population} members x {shards} prompt shard(s) on {servers} servers keep at most "
+        f"{tail_bound(population * shards, servers):.0%} of the fleet generating (servers idle in each "
+        f"iteration's last round); fleet.prompt_shards={better} would allow "
         f"{tail_bound(population * better, servers):.0%} (another S is another, equally valid, run)"
     )
