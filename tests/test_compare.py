@@ -179,5 +179,12 @@ def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch
     plain = training_info(Entry(label="grpo@0", path="plain", kind="grpo"))
     assert plain["wall_seconds"] == 1_500.0 and "started_from" not in plain
     assert base_model_of(Entry(label="grpo@0", path="plain", kind="grpo")) == "base-model-folder"
+    # A run started from a GRPO run's model/ folder (an ES run here) is charged that run too, and the chain
+    # goes on through it to the base.
+    run("continued", str(tmp_path / "plain" / "model"), "es", 400.0, 5_120, 20_000)
+    continued = training_info(Entry(label="continued", path="continued", kind="es"))
+    assert continued["wall_seconds"] == 1_900.0 and continued["completions"] == 7_680
+    assert continued["started_from"] == [str(tmp_path / "plain")]  # the path as the run recorded it
+    assert base_model_of(Entry(label="continued", path="continued", kind="es")) == "base-model-folder"
     (tmp_path / "es-half" / "updates.jsonl").unlink()  # the first half is gone: only the run's own numbers
     assert training_info(Entry(label="hybrid@0", path="hybrid", kind="grpo"))["wall_seconds"] == 750.0
