@@ -229,7 +229,7 @@ class FleetConfig(Section):
         le=256,
         description="Cut each member's prompts into this many fixed slices, each a unit of work, so servers that "
         "finish early take slices of members still running (the iteration's tail shrinks); part of the run. "
-        "`seedcast train` names the smallest S that lets its fleet's shape keep 95% of the servers busy.",
+        "When the fleet's shape keeps under 95% of the servers busy, `seedcast train` names an S that allows 97%.",
     )
     member_deadline_seconds: float | None = Field(
         900.0,
