@@ -131,7 +131,7 @@ def real_fleet(servers: int, noise: str, iterations: int, shards: int = 1) -> di
     }
 
 
-def _parse_shapes(text: str, parser: argparse.ArgumentParser) -> list[tuple[int, int, float]]:
+def _parse_shapes(text: str, parser: argparse.ArgumentParser) -> list[tuple[int, int, int]]:
     """`16x7,16x4x3` as (population, servers, slowdown) triples."""
     shapes = []
     for item in text.split(","):
