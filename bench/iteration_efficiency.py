@@ -142,6 +142,15 @@ def _parse_shapes(text: str, parser: argparse.ArgumentParser) -> list[tuple[int,
     return shapes
 
 
+def _shards_arg(text: str) -> int | str:
+    """`--prompt-shards`: a positive whole number, or 'advised'."""
+    if text == "advised":
+        return text
+    if not (text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive whole number or 'advised', got {text!r}")
+    return int(text)
+
+
 def _advised(population: int, servers: int) -> int:
     """The prompt shards `seedcast train` advises for this shape of equal servers, 1 where it advises none."""
     return advised_shards(population, 1, servers, PROMPTS) or 1
@@ -155,7 +164,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=3, help="measured iterations per row (default: 3)")
     parser.add_argument(
         "--prompt-shards",
-        default="1",
+        type=_shards_arg,
+        default=1,
         help="fleet.prompt_shards: slices of the batch per member, or 'advised': the S `seedcast train` advises "
         "for each simulated shape, 1 where it advises none (default: 1)",
     )
@@ -166,8 +176,6 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.simulated or args.real):
         parser.error("choose --simulated, --real or both")
-    if args.prompt_shards != "advised" and not (args.prompt_shards.isdigit() and int(args.prompt_shards) > 0):
-        parser.error(f"--prompt-shards must be a whole number or 'advised', got {args.prompt_shards!r}")
     if args.real and args.prompt_shards == "advised":
         parser.error("--prompt-shards advised applies to --simulated shapes only")
     shapes = SHAPES if args.shapes is None else _parse_shapes(args.shapes, parser)
@@ -177,7 +185,7 @@ def main() -> None:
         print(f"{header}{'efficiency':>12}{'seconds':>9}{'ideal':>8}")
         report["simulated"] = []
         for population, servers, slowdown in shapes:
-            shards = int(args.prompt_shards) if args.prompt_shards != "advised" else _advised(population, servers)
+            shards = _advised(population, servers) if args.prompt_shards == "advised" else args.prompt_shards
             row = asyncio.run(simulated_fleet(population, servers, slowdown, args.latency, args.iterations, shards))
             report["simulated"].append(row)
             print(
@@ -190,7 +198,7 @@ def main() -> None:
         report["real"] = []
         for servers in (1, 2):
             for noise in ("gaussian", "table"):
-                row = real_fleet(servers, noise, args.iterations, int(args.prompt_shards))
+                row = real_fleet(servers, noise, args.iterations, args.prompt_shards)
                 report["real"].append(row)
                 shares = row["shares"]
                 print(
