@@ -173,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
     compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
     compare.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every evaluation (task.*, fleet.*), repeatable; e.g. "
+        "--set task.countdown_difficulty=2 evaluates on problems no level-1 training run drew",
+    )
+    compare.add_argument(
         "--claims",
         default=None,
         metavar="FILE",

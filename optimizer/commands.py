@@ -137,7 +137,7 @@ def evaluate(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     from seedcast.inference_server.model_source import BUNDLED_MODEL
     from seedcast.optimizer.analysis.compare import evaluate_entries, measure_geometry, parse_entry, training_info
-    from seedcast.optimizer.analysis.evaluate import eval_config
+    from seedcast.optimizer.analysis.evaluate import dataset_record, eval_config
     from seedcast.optimizer.analysis.report import write_report
     from seedcast.optimizer.config import ConfigError
 
@@ -149,10 +149,12 @@ def compare(args: argparse.Namespace) -> int:
     options = eval_options(args)
 
     def make_config(model: str):
-        return eval_config(model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local)
+        return eval_config(
+            model, args.task, args.data, args.evaluator, args.limit, args.seed, local=args.local, overrides=args.set
+        )
 
-    make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
-    evaluate_entries(entries, out, make_config, options)
+    checked = make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
+    evaluate_entries(entries, out, make_config, options, dataset_record(checked))
     for entry in entries:
         if entry.kind in ("es", "grpo"):
             entry.training = training_info(entry)

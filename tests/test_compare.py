@@ -135,6 +135,10 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
     )
     assert all(c["verdict"] in ("reproduced", "not reproduced", "mixed") for c in checked.values())
     assert "Parameter geometry" not in (out / "report.md").read_text()
+    # Other problems (a config override) are evaluated again, never served from the cache made for these.
+    assert json.loads(cached.read_text())["dataset"]["synthetic_difficulty"] == 2
+    assert main([*args, "--no-geometry", "--set", "task.synthetic_difficulty=1"]) == 0
+    assert json.loads(cached.read_text())["dataset"]["synthetic_difficulty"] == 1
     # An eval folder is an entry as it is.
     assert (
         main(["compare", f"a={out / 'evals' / 'base'}", f"b={out / 'evals' / 'grpo'}", "--out", str(tmp_path / "r2")])

@@ -143,8 +143,9 @@ def model_spec_of(entry: Entry, out: Path) -> str:
     return str(Path(model_folder(entry.path, export_to=out / "models" / entry.label)).resolve())
 
 
-def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> None:
-    """Fill each entry's results: read eval folders, evaluate the rest (cached by options in OUT/evals)."""
+def evaluate_entries(entries: list[Entry], out: Path, make_config, options, dataset: dict) -> None:
+    """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals, reused only when
+    made with the same options on the same problems, `dataset` as `evaluate.dataset_record` gives it)."""
     from dataclasses import asdict
 
     from seedcast.optimizer.analysis.evaluate import run_eval
@@ -155,7 +156,8 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options) -> N
             continue
         folder = out / "evals" / entry.label
         cached = folder / "results.json"
-        if cached.is_file() and json.loads(cached.read_text()).get("options") == asdict(options):
+        recorded = json.loads(cached.read_text()) if cached.is_file() else {}
+        if recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset:
             log.info("%s: reusing %s", entry.label, cached)
         else:
             log.info("%s: evaluating %s", entry.label, entry.path)

@@ -196,6 +196,12 @@ def eval_config(
     return load_config(overrides=[*values, *(overrides or [])])
 
 
+def dataset_record(config: TrainConfig) -> dict:
+    """Which problems an evaluation under this config draws (kind, file, difficulty, seed, limit...): recorded in
+    results.json, so a cached evaluation is reused only for the same problems."""
+    return asdict(config.task.dataset_spec(config.seed))
+
+
 def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[list[Problem], int]:
     """The problems to evaluate (at most `task.limit`), none of which a training run with one of `exclude_seeds`
     could have drawn; and how many were dropped for that."""
@@ -259,6 +265,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         "model": config.model.name,
         "task": config.task.dataset,
         "evaluator": evaluator,
+        "dataset": dataset_record(config),
         "options": asdict(options),
         "excluded_as_training_problems": excluded,
         **summarize(outcomes, options),
