@@ -53,6 +53,11 @@ TASKS = {
         "max_tokens": 32,
         "format_evaluator": "format-countdown",
         "grid": COUNTDOWN_GRID,
+        # Level 1 has only 251 distinct problems and every training seed's stream holds all of them, so nothing
+        # at level 1 is held out: the comparisons run on level 2 (three numbers), which no level-1 run can have
+        # drawn, and level 1 is reported apart as the training set.
+        "held_out": ["task.countdown_difficulty=2"],
+        "training_set_report": True,
     },
 }
 GRPO_CONFIG = "configs/synthetic-cpu.yaml"
@@ -175,14 +180,20 @@ def iterations_for_wall(seconds: float, probe: dict) -> int:
     return max(1, round((seconds - fixed) / (iterating / max(1, probe.get("steps", 1)))))
 
 
-def compare(task: str, entries: list[str], out: Path, claims: str, claims_task: str, tokens: int, n: int) -> None:
-    """`seedcast compare` of the entries on the held-out problems, writing `claims_task` into the claims."""
+def compare(
+    task: str, entries: list[str], out: Path, claims: str | None, claims_task: str, tokens: int, n: int
+) -> None:
+    """`seedcast compare` of the entries on the task's held-out problems, writing `claims_task` into the claims;
+    with `claims` None, on the training problems themselves (no claims: they were seen in training)."""
     ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
     command = [
         *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
         *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
-        *("--exclude-training-seeds", ",".join(map(str, SEEDS)), "--claims", claims, "--claims-task", claims_task),
     ]
+    if claims is not None:
+        command += ["--exclude-training-seeds", ",".join(map(str, SEEDS)), "--claims", claims]
+        command += ["--claims-task", claims_task]
+        command += [f"--set={override}" for override in TASKS[task].get("held_out", [])]
     print(shlex.join(["seedcast", *command]), flush=True)
     subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
     print(f"# compared; report and evaluations in {publish_compare(out, task)}", flush=True)
@@ -253,6 +264,8 @@ def main() -> None:
         max_tokens,
         16,
     )
+    if TASKS[args.task].get("training_set_report"):
+        compare(args.task, everything, plan.folder / "compare-training-set", None, args.task, max_tokens, 16)
     long_entries = [base, *grpo_entries, *wall_entries, f"format:wall@0={control}"]
     compare(
         args.task,
