@@ -23,12 +23,15 @@ settings, e.g. another wall-time budget, is made again):
    from, nor any run's in-training eval, which picked GRPO's setting), n = 16 at T = 1 at the training
    token budget, writing the task's part of docs/results/claims.json; then again at 64 new tokens (n = 4,
    base, GRPO, ES at equal wall time and the control), where the base is rarely cut off, as `TASK-64-tokens`.
+   Countdown's level 1 has only 251 distinct problems, all in every training stream, so its held-out problems
+   are level 2 (three numbers; `--set task.countdown_difficulty=2`), and level 1 is compared apart, without
+   claims, as the training set (`compare-training-set`).
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. Each finished run's
 files except weights are copied to docs/results/es-vs-grpo/TASK/NAME (`--publish-finished` copies those of
 runs made before), to be committed as soon as it ends; each comparison's report, plots and per-entry
 evaluations (results.json, samples.jsonl: enough for `seedcast compare` to judge the claims again) go to
-docs/results/es-vs-grpo/TASK/compare[-64-tokens].
+docs/results/es-vs-grpo/TASK/compare[-64-tokens|-training-set].
 """
 
 from __future__ import annotations
