@@ -20,18 +20,20 @@ settings, e.g. another wall-time budget, is made again):
 6. `format`: the format-only control, ES-best at the wall budget (seed 0) trained on a reward for the
    answer's shape alone (`format-final-number`, `format-countdown`): what it gains is format, not skill.
 7. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
-   from, nor any run's in-training eval, which picked GRPO's setting), n = 16 at T = 1 at the training
-   token budget, writing the task's part of docs/results/claims.json; then again at 64 new tokens (n = 4,
-   base, GRPO, ES at equal wall time and the control), where the base is rarely cut off, as `TASK-64-tokens`.
-   Countdown's level 1 has only 251 distinct problems, all in every training stream, so its held-out problems
-   are level 2 (three numbers; `--set task.countdown_difficulty=2`), and level 1 is compared apart, without
-   claims, as the training set (`compare-training-set`).
+   from, nor any run's in-training eval, which picked GRPO's setting; problems a training seed could draw are
+   dropped in code), n = 16 at T = 1 at the training token budget, writing the task's part of
+   docs/results/claims.json; then again at 64 new tokens (n = 4, base, GRPO, ES at equal wall time and the
+   control), where the base is rarely cut off, as `TASK-64-tokens`. Countdown runs at level 8 (two numbers up
+   to 50): level 1's 251 problems are all in every training stream, so nothing there can be held out.
 
-Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. Each finished run's
-files except weights are copied to docs/results/es-vs-grpo/TASK/NAME (`--publish-finished` copies those of
-runs made before), to be committed as soon as it ends; each comparison's report, plots and per-entry
-evaluations (results.json, samples.jsonl: enough for `seedcast compare` to judge the claims again) go to
-docs/results/es-vs-grpo/TASK/compare[-64-tokens|-training-set].
+Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. What survives a fresh
+checkout is what is committed (bench/es_vs_grpo_files.py): each finished run's files except weights, copied to
+docs/results/es-vs-grpo/TASK/NAME, and each run's evaluations for every comparison it belongs to, made as soon
+as the run ends (`seedcast compare --evaluate-only`, while its weights exist) and copied to
+docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL; commit both as soon as a run ends. The bench restores them
+into OUT first, so a later session neither trains a finished run again nor needs a GRPO run's weights. Wall
+time is only comparable on one kind of machine: a run whose budget matches other runs' wall time is made only
+where they were timed (summary.json records the machine), and the bench stops with both machines named if not.
 """
 
 from __future__ import annotations
@@ -42,25 +44,41 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
+
+from seedcast.optimizer.machine import describe, machine_kind
 
 # GRPO's grid per task. Synthetic's full grid picked its highest learning rate at T = 1.0 (final greedy eval
 # 0.823 against 0.667-0.760 for the other three), so Countdown's, cut to two runs to fit the CPU budget, keeps
 # T = 1.0 and moves the learning rate up around that winner.
 SYNTHETIC_GRID = {"grpo.learning_rate": ["1e-5", "3e-5"], "grpo.temperature": ["0.7", "1.0"]}
 COUNTDOWN_GRID = {"grpo.learning_rate": ["3e-5", "1e-4"], "grpo.temperature": ["1.0"]}
+# Countdown's level: two numbers up to 50. Level 1 (up to 9) has only 251 distinct problems (138 up to order), all
+# in every training seed's stream, so nothing at level 1 can be held out; its runs are kept, as the training-set
+# result they are, in docs/results/es-vs-grpo/countdown-level-1/. Level 7 (up to 25) leaves 14 of the eval
+# stream's 2,000 problems held out up to order; level 8 leaves 371.
+COUNTDOWN_LEVEL = 8
 TASKS = {
-    "synthetic": {"overrides": [], "max_tokens": 16, "format_evaluator": "format-final-number", "grid": SYNTHETIC_GRID},
+    "synthetic": {
+        "overrides": [],
+        "eval_overrides": [],
+        "max_tokens": 16,
+        "format_evaluator": "format-final-number",
+        "grid": SYNTHETIC_GRID,
+    },
     "countdown": {
-        "overrides": ["task.dataset=countdown", "task.countdown_difficulty=1", "sampling.max_new_tokens=32"],
+        "overrides": [
+            "task.dataset=countdown",
+            f"task.countdown_difficulty={COUNTDOWN_LEVEL}",
+            "sampling.max_new_tokens=32",
+        ],
+        "eval_overrides": [f"task.countdown_difficulty={COUNTDOWN_LEVEL}"],  # compare's --task names the dataset
         "max_tokens": 32,
         "format_evaluator": "format-countdown",
         "grid": COUNTDOWN_GRID,
-        # Level 1 has only 251 distinct problems and every training seed's stream holds all of them, so nothing
-        # at level 1 is held out: the comparisons run on level 2 (three numbers), which no level-1 run can have
-        # drawn, and level 1 is reported apart as the training set.
-        "held_out": ["task.countdown_difficulty=2"],
-        "training_set_report": True,
     },
 }
 GRPO_CONFIG = "configs/synthetic-cpu.yaml"
@@ -74,46 +92,50 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
 
 
-# What a finished run leaves in docs/results/es-vs-grpo/TASK/NAME: everything but weights. An ES run's
-# config and update log rebuild its weights bit for bit (`seedcast export`); a GRPO run keeps its numbers.
-PUBLISHED_FILES = (
-    "plan-command.json",
-    "config.yaml",
-    "summary.json",
-    "metrics.jsonl",
-    "updates.jsonl",
-    "trl_log.jsonl",
+@dataclass(frozen=True)
+class Comparison:
+    """One `seedcast compare` of the bench, on held-out problems: its folder under OUT/TASK, the name of its part
+    of the claims file, its token budget and samples per problem, and which labels it compares (all when None)."""
+
+    folder: str
+    claims_suffix: str
+    tokens: int | None  # None: the task's training budget
+    n: int
+    labels: tuple[str, ...] | None = None
+
+    def includes(self, label: str) -> bool:
+        return self.labels is None or label.split("@")[0] in self.labels
+
+
+COMPARISONS = (
+    Comparison("compare", "", None, 16),
+    # Where the base model is rarely cut off: base, GRPO, ES at equal wall time and the format control.
+    Comparison(
+        f"compare-{LONG_TOKENS}-tokens",
+        f"-{LONG_TOKENS}-tokens",
+        LONG_TOKENS,
+        LONG_SAMPLES,
+        ("base", "grpo", "es:wall", "format:wall"),
+    ),
 )
-PUBLISHED_ROOT = Path("docs/results/es-vs-grpo")
 
 
-COMPARE_FILES = ("report.md", "compare.json", "pass_at_k.png", "reward_curves.png", "geometry.png")
-EVAL_FILES = ("results.json", "samples.jsonl")  # what `seedcast compare` needs to judge the claims again
+def compare_command(task: str, comparison: Comparison, entries: list[str], out: Path) -> list[str]:
+    """`seedcast compare` arguments (without claims) of a comparison: the same problems and samples for every
+    entry, whether it is evaluated at once (`--evaluate-only`, where its weights are) or compared later."""
+    n, tokens = comparison.n, comparison.tokens or TASKS[task]["max_tokens"]
+    ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
+    return [
+        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
+        *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
+        *("--exclude-training-seeds", ",".join(map(str, SEEDS))),
+        *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
+    ]
 
 
-def publish_compare(out: Path, task: str) -> Path:
-    """Copy a comparison's report, plots and per-entry evaluations (not its exported models) next to the runs."""
-    target = PUBLISHED_ROOT / task / out.name
-    for file in COMPARE_FILES:
-        if (out / file).is_file():
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(out / file, target / file)
-    for folder in sorted((out / "evals").glob("*")):
-        for file in EVAL_FILES:
-            if (folder / file).is_file():
-                (target / "evals" / folder.name).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(folder / file, target / "evals" / folder.name / file)
-    return target
-
-
-def publish(run_dir: Path, task: str, name: str) -> Path:
-    """Copy a finished run's small files to PUBLISHED_ROOT/TASK/NAME (committed as soon as a run ends)."""
-    target = PUBLISHED_ROOT / task / name
-    target.mkdir(parents=True, exist_ok=True)
-    for file in PUBLISHED_FILES:
-        if (run_dir / file).is_file():
-            shutil.copy2(run_dir / file, target / file)
-    return target
+def seedcast(command: list[str]) -> None:
+    print(shlex.join(["seedcast", *command]), flush=True)
+    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
 
 
 class Plan:
@@ -123,9 +145,10 @@ class Plan:
         self.task, self.folder, self.dry_run = task, out / task, dry_run
         self.task_overrides = TASKS[task]["overrides"]
 
-    def run(self, name: str, subcommand: str, options: list[str], overrides: list[str]) -> Path:
+    def run(self, name: str, subcommand: str, options: list[str], overrides: list[str], timed_against=()) -> Path:
         """`seedcast SUBCOMMAND OPTIONS --run-dir OUT/TASK/NAME OVERRIDES` unless that very command finished
-        there (RUN_DIR/plan-command.json records it: a run made with other settings is made again)."""
+        there (RUN_DIR/plan-command.json records it: a run made with other settings is made again). A run whose
+        budget comes from the wall time of `timed_against` runs is made only on the machine they were timed on."""
         run_dir = self.folder / name
         full = ["seedcast", subcommand, *options, "--run-dir", str(run_dir), "--no-progress", *overrides]
         recorded = run_dir / "plan-command.json"
@@ -133,16 +156,41 @@ class Plan:
             return run_dir
         print(shlex.join(full), flush=True)
         if not self.dry_run:
+            require_same_machine(name, timed_against)
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
             recorded.write_text(json.dumps(full) + "\n")
-            print(f"# finished; its files are in {publish(run_dir, self.task, name)}", flush=True)
+            print(f"# finished; its files are in {publish_run(run_dir, self.task, name)}", flush=True)
         return run_dir
+
+    def evaluate(self, label: str, run_dir: Path) -> None:
+        """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
+        evaluations: the final comparisons then reuse them, in this session or a later one."""
+        if self.dry_run:
+            return
+        for comparison in COMPARISONS:
+            if comparison.includes(label):
+                out = self.folder / comparison.folder
+                seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
+                publish_evals(out, self.task, [label])
 
     @staticmethod
     def summary(run_dir: Path) -> dict:
         path = run_dir / "summary.json"
         return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def require_same_machine(name: str, timed_against) -> None:
+    """Stop before a wall-matched run on another kind of machine than the runs whose wall time it matches."""
+    here = machine_kind()
+    for run_dir in timed_against:
+        there = Plan.summary(run_dir).get("machine")
+        if there != here:
+            raise SystemExit(
+                f"{name} matches the wall time of {run_dir}, timed on {describe(there)}; this machine is "
+                f"{describe(here)}. Make it on that kind of machine, or make the task's runs again here "
+                "(a new --out)."
+            )
 
 
 def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
@@ -160,18 +208,25 @@ def final_eval(run_dir: Path) -> float:
 
 
 def grpo(
-    plan: Plan, name: str, setting: dict[str, str], seed: int, steps: int = GRPO_STEPS, init_from: Path | None = None
+    plan: Plan,
+    name: str,
+    setting: dict[str, str],
+    seed: int,
+    steps: int = GRPO_STEPS,
+    init_from: Path | None = None,
+    timed_against=(),
 ) -> Path:
     """A GRPO run at a grid setting."""
     options = ["--config", GRPO_CONFIG, *(["--init-from", str(init_from)] if init_from else [])]
     values = [f"{k}={v}" for k, v in setting.items()]
-    return plan.run(name, "grpo", options, [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values])
+    overrides = [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values]
+    return plan.run(name, "grpo", options, overrides, timed_against)
 
 
-def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...] = ()) -> Path:
+def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...] = (), timed_against=()) -> Path:
     """An ES-best run."""
     overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}", *extra]
-    return plan.run(name, "train", ["--config", ES_CONFIG], overrides)
+    return plan.run(name, "train", ["--config", ES_CONFIG], overrides, timed_against)
 
 
 def iterations_for_wall(seconds: float, probe: dict) -> int:
@@ -183,23 +238,13 @@ def iterations_for_wall(seconds: float, probe: dict) -> int:
     return max(1, round((seconds - fixed) / (iterating / max(1, probe.get("steps", 1)))))
 
 
-def compare(
-    task: str, entries: list[str], out: Path, claims: str | None, claims_task: str, tokens: int, n: int
-) -> None:
-    """`seedcast compare` of the entries on the task's held-out problems, writing `claims_task` into the claims;
-    with `claims` None, on the training problems themselves (no claims: they were seen in training)."""
-    ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
-    command = [
-        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
-        *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
-    ]
-    if claims is not None:
-        command += ["--exclude-training-seeds", ",".join(map(str, SEEDS)), "--claims", claims]
-        command += ["--claims-task", claims_task]
-        command += [f"--set={override}" for override in TASKS[task].get("held_out", [])]
-    print(shlex.join(["seedcast", *command]), flush=True)
-    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
-    print(f"# compared; report and evaluations in {publish_compare(out, task)}", flush=True)
+def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
+    """`seedcast compare` of the comparison's entries on the task's held-out problems, writing its claims."""
+    labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
+    out = plan.folder / comparison.folder
+    claims_task = plan.task + comparison.claims_suffix
+    seedcast([*compare_command(plan.task, comparison, labelled, out), "--claims", claims, "--claims-task", claims_task])
+    print(f"# compared; report and evaluations in {publish_compare(out, plan.task)}", flush=True)
 
 
 def main() -> None:
@@ -209,18 +254,10 @@ def main() -> None:
     parser.add_argument("--until", default="compare", choices=STAGES, help="stop after this stage")
     parser.add_argument("--claims", default="docs/results/claims.json", help="claims file compare writes into")
     parser.add_argument("--dry-run", action="store_true", help="print the commands of the runs not yet done")
-    parser.add_argument(
-        "--publish-finished", action="store_true", help=f"copy every finished run's files to {PUBLISHED_ROOT}/ and stop"
-    )
     args = parser.parse_args()
     plan = Plan(args.task, Path(args.out), args.dry_run)
-    if args.publish_finished:
-        for recorded in sorted(plan.folder.glob("**/plan-command.json")):
-            if (recorded.parent / "summary.json").is_file():
-                print(publish(recorded.parent, args.task, str(recorded.parent.relative_to(plan.folder))))
-        for out in sorted(plan.folder.glob("compare*")):
-            print(publish_compare(out, args.task))
-        return
+    for name in restore(plan.folder, args.task):
+        print(f"# restored {name} from {PUBLISHED_ROOT / args.task}", flush=True)
     stages = STAGES[: STAGES.index(args.until) + 1]
 
     settings = grid_settings(TASKS[args.task]["grid"])
@@ -231,54 +268,47 @@ def main() -> None:
     best = json.loads(max(grid, key=lambda s: final_eval(grid[s])))
     print(f"# GRPO setting: {best}", flush=True)
     grpo_runs = {0: grid[json.dumps(best)]}
+    plan.evaluate("grpo@0", grpo_runs[0])
     if "grpo" in stages:
-        grpo_runs.update({seed: grpo(plan, f"grpo@{seed}", best, seed) for seed in SEEDS[1:]})
+        for seed in SEEDS[1:]:
+            grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
+            plan.evaluate(f"grpo@{seed}", grpo_runs[seed])
     if "probe" not in stages:
         return
     walls = [plan.summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
+    timed = list(grpo_runs.values())
     completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
-    probe = es(plan, "es:completions@0", completions // (16 * 32), 0)  # population x batch_size per iteration
+    # population x batch_size completions per iteration
+    probe = es(plan, "es:completions@0", completions // (16 * 32), 0, timed_against=timed)
+    plan.evaluate("es:completions@0", probe)
     if "es" not in stages:
         return
-    probe_summary = plan.summary(probe)
-    wall_iterations = iterations_for_wall(grpo_wall, probe_summary)
-    es_runs = {seed: es(plan, f"es:wall@{seed}", wall_iterations, seed) for seed in SEEDS}
+    timed.append(probe)
+    wall_iterations = iterations_for_wall(grpo_wall, plan.summary(probe))
+    es_runs = {}
+    for seed in SEEDS:
+        es_runs[seed] = es(plan, f"es:wall@{seed}", wall_iterations, seed, timed_against=timed)
+        plan.evaluate(f"es:wall@{seed}", es_runs[seed])
     if "hybrid" not in stages:
         return
-    first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0)
-    hybrid = grpo(plan, "hybrid@0", best, 0, steps=GRPO_STEPS // 2, init_from=first)
+    first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0, timed_against=timed)
+    hybrid = grpo(plan, "hybrid@0", best, 0, steps=GRPO_STEPS // 2, init_from=first, timed_against=timed)
+    plan.evaluate("hybrid@0", hybrid)
     if "format" not in stages:
         return
-    control = es(plan, "format:wall@0", wall_iterations, 0, (f"task.evaluator={TASKS[args.task]['format_evaluator']}",))
+    reward = (f"task.evaluator={TASKS[args.task]['format_evaluator']}",)
+    control = es(plan, "format:wall@0", wall_iterations, 0, reward, timed_against=timed)
+    plan.evaluate("format:wall@0", control)
     if "compare" not in stages or plan.dry_run:
         return
-    base = "base=smollm2-135m-instruct"
-    grpo_entries = [f"grpo@{s}={d}" for s, d in grpo_runs.items()]
-    wall_entries = [f"es:wall@{s}={d}" for s, d in es_runs.items()]
-    everything = [base, *grpo_entries, f"es:completions@0={probe}", *wall_entries, f"hybrid@0={hybrid}"]
-    max_tokens = TASKS[args.task]["max_tokens"]
-    compare(
-        args.task,
-        [*everything, f"format:wall@0={control}"],
-        plan.folder / "compare",
-        args.claims,
-        args.task,
-        max_tokens,
-        16,
-    )
-    if TASKS[args.task].get("training_set_report"):
-        compare(args.task, everything, plan.folder / "compare-training-set", None, args.task, max_tokens, 16)
-    long_entries = [base, *grpo_entries, *wall_entries, f"format:wall@0={control}"]
-    compare(
-        args.task,
-        long_entries,
-        plan.folder / f"compare-{LONG_TOKENS}-tokens",
-        args.claims,
-        f"{args.task}-{LONG_TOKENS}-tokens",
-        LONG_TOKENS,
-        LONG_SAMPLES,
-    )
+    entries: dict[str, Path | str] = {"base": "smollm2-135m-instruct"}
+    entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
+    entries["es:completions@0"] = probe
+    entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
+    entries.update({"hybrid@0": hybrid, "format:wall@0": control})
+    for comparison in COMPARISONS:
+        compare(plan, comparison, entries, args.claims)
 
 
 if __name__ == "__main__":

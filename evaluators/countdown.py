@@ -33,7 +33,8 @@ from seedcast.evaluators.base import Problem
 COUNTDOWN_INSTRUCTION = (
     "Reply with only an arithmetic expression that uses each number exactly once and equals the target."
 )
-# difficulty -> (how many numbers, largest number)
+# difficulty -> (how many numbers, largest number). Levels 7 and 8 came later: two numbers, like level 1, but
+# enough distinct problems (1,947 and 7,043 against level 1's 251) to hold some out of training.
 LEVELS: dict[int, tuple[int, int]] = {
     1: (2, 9),
     2: (3, 9),
@@ -41,6 +42,8 @@ LEVELS: dict[int, tuple[int, int]] = {
     4: (4, 9),
     5: (4, 25),
     6: (5, 25),
+    7: (2, 25),
+    8: (2, 50),
 }
 MAX_TARGET = 1000
 MAX_EXPRESSION_CHARS = 200  # longer runs are not answers to these problems; refuse before parsing
@@ -147,6 +150,16 @@ def parse_reference(reference: str) -> tuple[list[int], int] | None:
         return [int(n) for n in numbers.split(",")], int(target)
     except ValueError:
         return None
+
+
+def countdown_key(problem: Problem) -> str:
+    """A problem up to the order of its numbers ("3, 7: make 21" is "7, 3: make 21"), by which held-out
+    Countdown sets are kept disjoint from training problems and from themselves."""
+    parsed = parse_reference(problem.reference)
+    if parsed is None:
+        return problem.prompt
+    numbers, target = parsed
+    return f"{','.join(map(str, sorted(numbers)))}={target}"
 
 
 def candidate_expressions(completion: str) -> list[str]:

@@ -173,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--local", type=int, default=None, help="local servers started per model (default: 1)")
     compare.add_argument("--no-geometry", action="store_true", help="skip the parameter geometry")
     compare.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="only evaluate the entries (and measure their geometry) into OUT/evals, no report or claims: run it "
+        "where a run's weights are, and a later compare with the same options reuses the results without them",
+    )
+    compare.add_argument(
         "--set",
         action="append",
         default=[],

@@ -160,6 +160,9 @@ def compare(args: argparse.Namespace) -> int:
             entry.training = training_info(entry)
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
+    if args.evaluate_only:
+        print(f"evaluated {', '.join(labels)} into {out}/evals (no report: a later compare reuses them)")
+        return 0
     command = shlex.join(["seedcast", *args.argv])
     write_report(entries, out, command)
     print((out / "report.md").read_text())

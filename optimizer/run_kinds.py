@@ -1,7 +1,9 @@
 """What a path given to `--init-from`, `seedcast compare` or `seedcast eval` is, and where its weights are.
 
 an ES run directory    config.yaml + updates.jsonl (weights = base model + replayed updates)
-a GRPO run directory   config.yaml + model/ (the trained Hugging Face folder)
+a GRPO run directory   config.yaml + model/ (the trained Hugging Face folder); without model/ (a published
+                       copy keeps only its numbers, trl_log.jsonl among them) it is still a GRPO run, compared
+                       through cached evaluations, but its weights cannot be loaded
 a model folder         config.json (from `seedcast export`, a GRPO run's model/, or any HF model)
 """
 
@@ -14,12 +16,15 @@ from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.run_dir import CONFIG_FILE, UPDATES_FILE, RunDirectory
 
 GRPO_MODEL_DIR = "model"
+GRPO_LOG_FILE = "trl_log.jsonl"  # as analysis.grpo writes it; every GRPO run has one
 
 
 def run_kind(path: str | Path) -> str:
     """`es`, `grpo` or `model`; a ConfigError for anything else."""
     folder = Path(path)
-    if (folder / CONFIG_FILE).is_file() and (folder / GRPO_MODEL_DIR / "config.json").is_file():
+    if (folder / CONFIG_FILE).is_file() and (
+        (folder / GRPO_MODEL_DIR / "config.json").is_file() or (folder / GRPO_LOG_FILE).is_file()
+    ):
         return "grpo"
     if (folder / CONFIG_FILE).is_file() and (folder / UPDATES_FILE).is_file():
         return "es"
@@ -38,6 +43,11 @@ def model_folder(path: str | Path, export_to: str | Path) -> str:
     if kind == "model":
         return str(folder)
     if kind == "grpo":
+        if not (folder / GRPO_MODEL_DIR / "config.json").is_file():
+            raise ConfigError(
+                f"{folder} is a GRPO run without its weights ({GRPO_MODEL_DIR}/ is absent, as in a published copy): "
+                "evaluate it where it was trained, or compare it through a cached evaluation (OUT/evals/LABEL)"
+            )
         return str(folder / GRPO_MODEL_DIR)
     from seedcast.optimizer.export import export_run
 

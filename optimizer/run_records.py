@@ -83,6 +83,7 @@ class RunSummary:
     model_dir: str | None = None
     trl_version: str | None = None
     device: str | None = None
+    machine: dict[str, Any] | None = None  # optimizer.machine.machine_kind() where the run was timed
 
     def to_json(self) -> dict[str, Any]:
         """The summary.json object."""

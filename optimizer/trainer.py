@@ -28,6 +28,7 @@ from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.fleet.replicas import Fleet
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.fleet.shards import tail_advice
+from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
@@ -295,6 +296,7 @@ class Trainer:
                 servers_measured=len(peaks),
                 fingerprint=fingerprint,
                 wall_seconds_this_session=seconds,
+                machine=machine_kind(),
             )
         )
 

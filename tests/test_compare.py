@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -10,6 +11,7 @@ from seedcast.optimizer.analysis.compare import paired_difference, parse_entry
 from seedcast.optimizer.analysis.pass_at_k import pass_at_k
 from seedcast.optimizer.cli import main
 from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.machine import machine_kind
 
 
 def test_paired_difference_of_known_outcomes():
@@ -82,6 +84,8 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         )
         == 0
     )
+    for run in (es, grpo):  # where a run was timed is part of its numbers
+        assert json.loads((run / "summary.json").read_text())["machine"] == machine_kind()
     out = tmp_path / "report"
     args = [
         "compare",
@@ -139,6 +143,27 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
     assert json.loads(cached.read_text())["dataset"]["synthetic_difficulty"] == 2
     assert main([*args, "--no-geometry", "--set", "task.synthetic_difficulty=1"]) == 0
     assert json.loads(cached.read_text())["dataset"]["synthetic_difficulty"] == 1
+    # The caches outlive a GRPO run's weights: evaluated (and its geometry measured) where it trained, a published
+    # copy of its numbers without model/ is compared through them; without a cache it is a clear error.
+    level_one = ["--set", "task.synthetic_difficulty=1"]
+    grpo_only = [args[0], f"grpo={grpo}", *args[4:], *level_one, "--evaluate-only"]
+    assert main(grpo_only) == 0 and (out / "evals" / "grpo" / "geometry.json").is_file()
+    published = tmp_path / "published-grpo"
+    published.mkdir()
+    for name in ("config.yaml", "summary.json", "metrics.jsonl", "trl_log.jsonl"):
+        shutil.copy2(grpo / name, published / name)
+    grpo_cached = out / "evals" / "grpo" / "results.json"
+    before = grpo_cached.stat().st_mtime_ns
+    assert main([*args[:3], f"grpo={published}", *args[4:], *level_one]) == 0
+    assert grpo_cached.stat().st_mtime_ns == before
+    document = json.loads((out / "compare.json").read_text())
+    assert {e["label"]: e for e in document["entries"]}["grpo"]["geometry"]["relative_l2"] > 0
+    assert main([args[0], f"grpo={published}", "--out", str(tmp_path / "r3"), *args[6:]]) == 2
+    assert "without its weights" in capsys.readouterr().err
+    # Other weights under a cached label are evaluated again, never served from that label's cache.
+    assert main([args[0], f"grpo={es}", *args[4:], *level_one, "--evaluate-only", "--no-geometry"]) == 0
+    assert grpo_cached.stat().st_mtime_ns != before
+    assert json.loads((out / "evals" / "grpo" / "entry.json").read_text())["path"] == str(es)
     # An eval folder is an entry as it is.
     assert (
         main(["compare", f"a={out / 'evals' / 'base'}", f"b={out / 'evals' / 'grpo'}", "--out", str(tmp_path / "r2")])

@@ -155,3 +155,30 @@ def test_held_out_problems_are_disjoint_from_every_excluded_training_seed():
     assert not {p.prompt for p in kept} & training
     unfiltered, none_dropped = held_out_problems(config, [])
     assert none_dropped == 0 and len(unfiltered) == 128 and unfiltered != kept
+
+
+def test_held_out_countdown_problems_differ_from_training_ones_up_to_the_order_of_their_numbers():
+    from dataclasses import replace
+
+    from seedcast.evaluators.countdown import countdown_key
+    from seedcast.evaluators.datasets import DatasetError, load_problems
+    from seedcast.optimizer.analysis.evaluate import eval_config, held_out_problems
+
+    def config(level: int):
+        overrides = [f"task.countdown_difficulty={level}"]
+        return eval_config("smollm2-135m-instruct", task="countdown", limit=128, seed=2_000_003, overrides=overrides)
+
+    kept, dropped = held_out_problems(config(8), [0, 1, 2])
+    streams = [replace(config(8).task.dataset_spec(seed), limit=None) for seed in (0, 1, 2)]  # all they could draw
+    training = [p for spec in streams for p in load_problems(spec)]
+    keys = [countdown_key(p) for p in kept]
+    assert len(kept) == 128 and len(set(keys)) == 128  # each held-out problem once
+    training_keys = {countdown_key(p) for p in training}
+    assert not set(keys) & training_keys and dropped > 0
+    # By prompt alone, some would pass as held out: "7, 3: make 21" against a training "3, 7: make 21".
+    stream = held_out_problems(config(8), [])[0]
+    training_prompts = {p.prompt for p in training}
+    assert any(p.prompt not in training_prompts and countdown_key(p) in training_keys for p in stream)
+    # Level 7 (two numbers up to 25) has too few problems left: a clear error, not a short set.
+    with pytest.raises(DatasetError, match="fewer than the 128 asked for"):
+        held_out_problems(config(7), [0, 1, 2])

@@ -18,6 +18,7 @@ OUT/evals/LABEL. The report (OUT/report.md, compare.json, PNGs) has:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
@@ -143,9 +144,32 @@ def model_spec_of(entry: Entry, out: Path) -> str:
     return str(Path(model_folder(entry.path, export_to=out / "models" / entry.label)).resolve())
 
 
+ENTRY_FILE = "entry.json"  # beside a cached evaluation: which weights it measured
+GEOMETRY_FILE = "geometry.json"  # beside a cached evaluation: the entry's parameter geometry
+
+
+def entry_identity(entry: Entry) -> str:
+    """What names an entry's weights for the caches: a run's config and summary (a run made again, even with
+    the same settings, has another summary), else the path or spec as given."""
+    if entry.kind in ("es", "grpo"):
+        run = Path(entry.path)
+        digest = hashlib.sha256()
+        for name in ("config.yaml", "summary.json"):
+            digest.update((run / name).read_bytes() if (run / name).is_file() else b"")
+        return f"{entry.kind}:{digest.hexdigest()[:16]}"
+    return f"{entry.kind}:{entry.path}"
+
+
+def _cache_matches(folder: Path, entry: Entry) -> bool:
+    recorded = folder / ENTRY_FILE
+    return recorded.is_file() and json.loads(recorded.read_text()).get("identity") == entry_identity(entry)
+
+
 def evaluate_entries(entries: list[Entry], out: Path, make_config, options, dataset: dict) -> None:
-    """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals, reused only when
-    made with the same options on the same problems, `dataset` as `evaluate.dataset_record` gives it)."""
+    """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals/LABEL, reused only
+    for the same weights, made with the same options on the same problems, `dataset` as
+    `evaluate.dataset_record` gives it). A cache outlives the weights: a GRPO run whose model/ is gone is still
+    compared through it."""
     from dataclasses import asdict
 
     from seedcast.optimizer.analysis.evaluate import run_eval
@@ -157,25 +181,38 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options, data
         folder = out / "evals" / entry.label
         cached = folder / "results.json"
         recorded = json.loads(cached.read_text()) if cached.is_file() else {}
-        if recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset:
+        same_run = _cache_matches(folder, entry)
+        if same_run and recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset:
             log.info("%s: reusing %s", entry.label, cached)
         else:
             log.info("%s: evaluating %s", entry.label, entry.path)
+            (folder / GEOMETRY_FILE).unlink(missing_ok=True)  # measured on other weights, if any
             asyncio.run(run_eval(make_config(model_spec_of(entry, out)), options, folder))
+            (folder / ENTRY_FILE).write_text(json.dumps({"path": entry.path, "identity": entry_identity(entry)}) + "\n")
         load_eval(entry, folder)
 
 
 def measure_geometry(entries: list[Entry], threshold: float, out: Path) -> None:
     """Parameter geometry of every run versus the model it started from (base weights loaded once each; an
-    ES run's weights come from the folder its evaluation exported, instead of a second replay)."""
+    ES run's weights come from the folder its evaluation exported, instead of a second replay). Cached beside
+    the entry's evaluation (OUT/evals/LABEL/geometry.json) for the same weights and threshold."""
     from seedcast.optimizer.analysis.geometry import load_weights, parameter_geometry
 
     bases: dict[str, dict] = {}
     for entry in entries:
         if entry.kind not in ("es", "grpo"):
             continue
+        folder = out / "evals" / entry.label
+        cached = folder / GEOMETRY_FILE
+        if cached.is_file() and _cache_matches(folder, entry):
+            recorded = json.loads(cached.read_text())
+            if recorded.get("threshold") == threshold:
+                entry.geometry = recorded
+                continue
         base = base_model_of(entry)
         if base not in bases:
             bases[base] = load_weights(base)
         tuned = load_weights(model_spec_of(entry, out))
         entry.geometry = {"base": base, **parameter_geometry(bases[base], tuned, threshold)}
+        if (folder / ENTRY_FILE).is_file():
+            cached.write_text(json.dumps(entry.geometry) + "\n")

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.base import Problem
+from seedcast.evaluators.countdown import countdown_key
 from seedcast.evaluators.datasets import DatasetError, load_problems
 from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.config import TrainConfig, load_config
@@ -204,16 +205,34 @@ def dataset_record(config: TrainConfig) -> dict:
 
 def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[list[Problem], int]:
     """The problems to evaluate (at most `task.limit`), none of which a training run with one of `exclude_seeds`
-    could have drawn; and how many were dropped for that."""
+    could have drawn; and how many were dropped for that. Countdown problems count as the same up to the order
+    of their numbers, and a held-out Countdown set holds each once (the synthetic task's are compared by prompt
+    and may repeat, as its committed evaluations were made)."""
     spec = config.task.dataset_spec(config.seed)
     problems = load_problems(replace(spec, limit=None))
+    key = countdown_key if spec.kind == "countdown" else _prompt
     seen = {
-        p.prompt for seed in exclude_seeds for p in load_problems(replace(config.task.dataset_spec(seed), limit=None))
+        key(p) for seed in exclude_seeds for p in load_problems(replace(config.task.dataset_spec(seed), limit=None))
     }
-    kept = [p for p in problems if p.prompt not in seen]
+    kept = [p for p in problems if key(p) not in seen]
     if not kept:
         raise DatasetError(f"every problem of the evaluation set is also a training problem of seeds {exclude_seeds}")
-    return kept[: spec.limit] if spec.limit else kept, len(problems) - len(kept)
+    dropped = len(problems) - len(kept)
+    if exclude_seeds and spec.kind == "countdown":
+        unique: dict[str, Problem] = {}
+        for problem in kept:
+            unique.setdefault(key(problem), problem)
+        kept = list(unique.values())
+    if spec.limit and exclude_seeds and len(kept) < spec.limit:
+        raise DatasetError(
+            f"only {len(kept)} problems of the evaluation set are held out from seeds {exclude_seeds}, "
+            f"fewer than the {spec.limit} asked for: use a larger level or task, or a smaller limit"
+        )
+    return kept[: spec.limit] if spec.limit else kept, dropped
+
+
+def _prompt(problem: Problem) -> str:
+    return problem.prompt
 
 
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:

@@ -33,14 +33,15 @@ from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
+from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.run_dir import RunDirectory
-from seedcast.optimizer.run_kinds import GRPO_MODEL_DIR
+from seedcast.optimizer.run_kinds import GRPO_LOG_FILE, GRPO_MODEL_DIR
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
 from seedcast.optimizer.trackers import open_trackers
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.grpo")
-TRL_LOG_FILE = "trl_log.jsonl"
+
 EVAL_BATCH = 16
 
 
@@ -281,7 +282,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         trackers.close()
         if tensorboard_variable is None:
             os.environ.pop(TRL_TENSORBOARD_VARIABLE, None)
-    with (run.path / TRL_LOG_FILE).open("w") as handle:  # TRL's own per-step statistics (loss, KL, entropy...)
+    with (run.path / GRPO_LOG_FILE).open("w") as handle:  # TRL's own per-step statistics (loss, KL, entropy...)
         handle.writelines(json.dumps(entry) + "\n" for entry in trainer.state.log_history)
     model_dir = run.path / GRPO_MODEL_DIR
     model.eval()
@@ -299,6 +300,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         model_dir=str(model_dir),
         trl_version=trl.__version__,
         device=str(model.device),
+        machine=machine_kind(),
     )
     run.write_summary(summary)
     return summary

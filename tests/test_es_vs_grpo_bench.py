@@ -1,0 +1,101 @@
+"""bench/es_vs_grpo.py's bookkeeping: what survives a fresh checkout, the machine guard, the compare commands."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+import es_vs_grpo  # noqa: E402
+import es_vs_grpo_files  # noqa: E402
+
+from seedcast.optimizer.machine import SPEED_FLAGS, describe, machine_kind  # noqa: E402
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_published_runs_and_evaluations_come_back_into_a_fresh_checkout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "t" / "hybrid@0"
+    for name in (
+        "plan-command.json",
+        "config.yaml",
+        "summary.json",
+        "trl_log.jsonl",
+        "init-model/seedcast_export.json",
+    ):
+        _write(run / name, name)
+    _write(run / "model" / "model.safetensors", "weights")
+    es_vs_grpo_files.publish_run(run, "t", "hybrid@0")
+    evals = tmp_path / "runs" / "t" / "compare" / "evals" / "hybrid@0"
+    for name in ("results.json", "samples.jsonl", "entry.json", "geometry.json", "pass_at_k.png"):
+        _write(evals / name, name)
+    es_vs_grpo_files.publish_evals(evals.parent.parent, "t", ["hybrid@0"])
+    published = tmp_path / "docs" / "results" / "es-vs-grpo" / "t"
+    assert not (published / "hybrid@0" / "model").exists()  # never weights
+    assert (
+        published / "hybrid@0" / "init-model" / "seedcast_export.json"
+    ).read_text() == "init-model/seedcast_export.json"
+    assert not (published / "compare" / "evals" / "hybrid@0" / "pass_at_k.png").exists()
+
+    fresh = tmp_path / "fresh"
+    restored = es_vs_grpo_files.restore(fresh, "t")
+    assert restored == ["hybrid@0", "compare/evals/hybrid@0"]
+    assert (fresh / "hybrid@0" / "summary.json").read_text() == "summary.json"
+    assert (fresh / "compare" / "evals" / "hybrid@0" / "geometry.json").read_text() == "geometry.json"
+    # What is already there (it may hold weights, or newer evaluations) is left alone.
+    _write(fresh / "compare" / "evals" / "hybrid@0" / "results.json", "newer")
+    assert es_vs_grpo_files.restore(fresh, "t") == []
+    assert (fresh / "compare" / "evals" / "hybrid@0" / "results.json").read_text() == "newer"
+
+
+def test_a_wall_matched_run_is_made_only_on_the_machine_its_budget_was_timed_on(tmp_path):
+    same, other, unrecorded = tmp_path / "same", tmp_path / "other", tmp_path / "unrecorded"
+    _write(same / "summary.json", json.dumps({"wall_seconds": 1.0, "machine": machine_kind()}))
+    elsewhere = {"cpu": "Another CPU", "cores": 64, "isa": "amx_bf16", "gpu": None}
+    _write(other / "summary.json", json.dumps({"wall_seconds": 1.0, "machine": elsewhere}))
+    _write(unrecorded / "summary.json", json.dumps({"wall_seconds": 1.0}))
+    es_vs_grpo.require_same_machine("es:wall@0", [same])
+    with pytest.raises(SystemExit, match="Another CPU, 64 cores, amx_bf16") as stopped:
+        es_vs_grpo.require_same_machine("es:wall@0", [same, other])
+    assert describe(machine_kind()) in str(stopped.value)
+    with pytest.raises(SystemExit, match="timed on unrecorded"):
+        es_vs_grpo.require_same_machine("es:wall@0", [unrecorded])
+
+
+def test_machine_kind_names_what_sets_inference_speed():
+    kind = machine_kind()
+    assert set(kind) == {"cpu", "cores", "isa", "gpu"} and kind["cores"] >= 1
+    assert kind["isa"] in (*SPEED_FLAGS, "baseline")
+    assert describe(None) == "unrecorded"
+
+
+def test_the_synthetic_comparisons_are_the_committed_ones():
+    """The bench's compare commands reproduce the committed synthetic reports (entries, problems, samples)."""
+    entries = {
+        "base": "smollm2-135m-instruct",
+        "grpo@0": "runs/es-vs-grpo/synthetic/grid/3e-5-1.0",
+        **{f"grpo@{s}": f"runs/es-vs-grpo/synthetic/grpo@{s}" for s in (1, 2)},
+        "es:completions@0": "runs/es-vs-grpo/synthetic/es:completions@0",
+        **{f"es:wall@{s}": f"runs/es-vs-grpo/synthetic/es:wall@{s}" for s in (0, 1, 2)},
+        "hybrid@0": "runs/es-vs-grpo/synthetic/hybrid@0",
+        "format:wall@0": "runs/es-vs-grpo/synthetic/format:wall@0",
+    }
+    for comparison in es_vs_grpo.COMPARISONS:
+        report = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / "synthetic" / comparison.folder / "report.md"
+        line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
+        committed = shlex.split(line.removeprefix("Command: ").strip("`"))
+        labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
+        out = Path("runs/es-vs-grpo/synthetic") / comparison.folder
+        command = ["seedcast", *es_vs_grpo.compare_command("synthetic", comparison, labelled, out)]
+        claims = ["--claims", "docs/results/claims.json", "--claims-task", "synthetic" + comparison.claims_suffix]
+        assert command + claims == committed
