@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="config override for every evaluation (task.*, fleet.*), repeatable; e.g. "
-        "--set task.countdown_difficulty=2 evaluates on problems no level-1 training run drew",
+        "--set task.countdown_difficulty=8 evaluates Countdown's level 8",
     )
     compare.add_argument(
         "--claims",

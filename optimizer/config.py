@@ -63,8 +63,9 @@ class TaskConfig(Section):
     )
     countdown_difficulty: int = Field(
         1,
-        description="Countdown level (1 is the one where the bundled model's base pass@16 at T = 1 is 0.27, "
-        f"docs/es-options.md), one of {sorted(COUNTDOWN_LEVELS)}: "
+        description="Countdown level; the bundled model's base pass@16 at T = 1 is 0.27 on level 1 and 0.28 on "
+        "level 8 (docs/es-options.md), and only level 8 has problems no training seed draws, to hold out; "
+        f"one of {sorted(COUNTDOWN_LEVELS)}: "
         + ", ".join(f"{level}: {n} numbers up to {top}" for level, (n, top) in COUNTDOWN_LEVELS.items())
         + ".",
     )
