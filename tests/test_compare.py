@@ -112,6 +112,7 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
     for label in ("base", "es", "grpo"):
         assert f"| {label} | " in report
     assert "Paired difference against `base`" in report and "Parameter geometry" in report
+    assert "Every entry sampled with hf on cpu, " in report  # one inference for all, so pairs compare models
     for name in ("pass_at_k.png", "reward_curves.png", "geometry.png"):
         assert (out / name).stat().st_size > 1000
     document = json.loads((out / "compare.json").read_text())
@@ -217,3 +218,20 @@ def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch
     assert base_model_of(Entry(label="continued", path="continued", kind="es")) == "base-model-folder"
     (tmp_path / "es-half" / "updates.jsonl").unlink()  # the first half is gone: only the run's own numbers
     assert training_info(Entry(label="hybrid@0", path="hybrid", kind="grpo"))["wall_seconds"] == 750.0
+
+
+def test_the_report_warns_when_entries_were_sampled_differently():
+    from seedcast.optimizer.analysis.compare import Entry
+    from seedcast.optimizer.analysis.report import inference_note
+
+    def entry(label: str, dtype: str | None) -> Entry:
+        inference = {"backend": "hf", "device": "cpu", "dtype": dtype} if dtype else None
+        return Entry(label=label, path=label, kind="eval", results={"inference": inference})
+
+    assert inference_note([entry("a", "float32"), entry("b", "float32")]) == [
+        "Every entry sampled with hf on cpu, float32.",
+        "",
+    ]
+    mixed = inference_note([entry("a", "float32"), entry("b", "bfloat16"), entry("c", None)])
+    assert "a: hf on cpu, float32; b: hf on cpu, bfloat16; c: unrecorded" in mixed[0]
+    assert inference_note([entry("a", None)]) == []  # evaluations made before it was recorded

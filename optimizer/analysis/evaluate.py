@@ -266,6 +266,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         )
     try:
         await fleet.start([])
+        state = await fleet.active[0].state()  # what the samples were drawn with: a paired comparison needs one
         replies = await sample_all(fleet.active, requests)
     finally:
         await fleet.close()
@@ -287,6 +288,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         "dataset": dataset_record(config),
         "options": asdict(options),
         "excluded_as_training_problems": excluded,
+        "inference": {"backend": state.backend, "device": state.device, "dtype": state.dtype},
         **summarize(outcomes, options),
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")

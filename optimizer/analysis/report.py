@@ -72,6 +72,22 @@ def _interval(row: dict) -> str:
     return f"{row['mean']:.3f} [{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]"
 
 
+def inference_note(entries: list[Entry]) -> list[str]:
+    """How the samples were drawn (backend, device, dtype), and a warning when entries differ: bf16 and float32
+    sample differently, so a paired difference would mix that with the models' difference."""
+    kinds = {e.label: e.results.get("inference") for e in entries}
+    recorded = {label: f"{i['backend']} on {i['device']}, {i['dtype']}" for label, i in kinds.items() if i}
+    if not recorded:
+        return []
+    if len(set(recorded.values())) == 1 and len(recorded) == len(entries):
+        return [f"Every entry sampled with {next(iter(recorded.values()))}.", ""]
+    listed = "; ".join(f"{label}: {recorded.get(label, 'unrecorded')}" for label in kinds)
+    return [
+        f"**Entries were sampled differently** ({listed}): their differences mix the inference with the models.",
+        "",
+    ]
+
+
 def markdown(entries: list[Entry], differences: dict, command: str) -> str:
     """The report: pass@k, paired differences, diversity, training cost, geometry."""
     first = entries[0].results
@@ -85,6 +101,7 @@ def markdown(entries: list[Entry], differences: dict, command: str) -> str:
         f"n = {first['samples_per_problem']} samples each at temperature {first['options']['temperature']}, "
         f"top-p {first['options']['top_p']}, at most {first['options']['max_tokens']} tokens.",
         "",
+        *inference_note(entries),
         "## pass@k (mean [95% bootstrap interval over problems])",
         "",
         "| model | " + " | ".join(f"pass@{k}" for k in ks) + " |",
