@@ -3,6 +3,7 @@
     python bench/es_vs_grpo.py --task synthetic --out runs/es-vs-grpo            # everything not yet done
     python bench/es_vs_grpo.py --task countdown --out runs/es-vs-grpo --until grid
     python bench/es_vs_grpo.py --task synthetic --out runs/es-vs-grpo --dry-run  # print the plan
+    python bench/es_vs_grpo.py --task countdown --out runs/es-vs-grpo --stop-by 12:40  # within a session
 
 Runs, in order (a run finished with the same command is kept; an interrupted one, or one made with other
 settings, e.g. another wall-time budget, is made again):
@@ -34,6 +35,8 @@ docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL; commit both as soon as a ru
 into OUT first, so a later session neither trains a finished run again nor needs a GRPO run's weights. Wall
 time is only comparable on one kind of machine: a run whose budget matches other runs' wall time is made only
 where they were timed (summary.json records the machine), and the bench stops with both machines named if not.
+With `--stop-by HH:MM` it starts no run that would not end, with its evaluations, by then (estimated from the
+task's finished runs): a run cut short by the end of a session is lost.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
@@ -90,6 +95,10 @@ SEEDS = (0, 1, 2)
 EVAL_SEED = 2_000_003
 LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
+PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
+# Before the task's own runs say better, for --stop-by (Countdown level 1 on a 2-core avx512_bf16 CPU): a GRPO
+# step, an ES-best iteration, an ES run's start and in-training evals, a run's held-out evaluations.
+GRPO_STEP_SECONDS, ES_ITERATION_SECONDS, START_SECONDS, EVALUATION_SECONDS = 280.0, 50.0, 120.0, 900.0
 
 
 @dataclass(frozen=True)
@@ -141,14 +150,17 @@ def seedcast(command: list[str]) -> None:
 class Plan:
     """The runs of one task under OUT/TASK; `run` skips finished ones and prints every command."""
 
-    def __init__(self, task: str, out: Path, dry_run: bool) -> None:
-        self.task, self.folder, self.dry_run = task, out / task, dry_run
+    def __init__(self, task: str, out: Path, dry_run: bool, stop_by: float | None = None) -> None:
+        self.task, self.folder, self.dry_run, self.stop_by = task, out / task, dry_run, stop_by
         self.task_overrides = TASKS[task]["overrides"]
 
-    def run(self, name: str, subcommand: str, options: list[str], overrides: list[str], timed_against=()) -> Path:
+    def run(
+        self, name: str, subcommand: str, options: list[str], overrides: list[str], timed_against=(), estimate=0.0
+    ) -> Path:
         """`seedcast SUBCOMMAND OPTIONS --run-dir OUT/TASK/NAME OVERRIDES` unless that very command finished
         there (RUN_DIR/plan-command.json records it: a run made with other settings is made again). A run whose
-        budget comes from the wall time of `timed_against` runs is made only on the machine they were timed on."""
+        budget comes from the wall time of `timed_against` runs is made only on the machine they were timed on,
+        and none is started that would not end, with its evaluations (`estimate` seconds), by `stop_by`."""
         run_dir = self.folder / name
         full = ["seedcast", subcommand, *options, "--run-dir", str(run_dir), "--no-progress", *overrides]
         recorded = run_dir / "plan-command.json"
@@ -156,6 +168,8 @@ class Plan:
             return run_dir
         print(shlex.join(full), flush=True)
         if not self.dry_run:
+            if self.stop_by is not None and time.time() + estimate > self.stop_by:
+                raise OutOfTime(f"{name} would take about {estimate / 60:.0f} min with its evaluations")
             require_same_machine(name, timed_against)
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
@@ -178,6 +192,39 @@ class Plan:
     def summary(run_dir: Path) -> dict:
         path = run_dir / "summary.json"
         return json.loads(path.read_text()) if path.is_file() else {}
+
+
+class OutOfTime(Exception):
+    """The next run would not end before --stop-by (a run cut by the end of a session starts again)."""
+
+
+def grpo_seconds(plan: Plan, steps: int) -> float:
+    """How long a GRPO run of `steps` steps and its evaluations take, from the task's finished GRPO runs."""
+    done = [Plan.summary(path.parent) for path in plan.folder.glob("**/summary.json")]
+    done = [s for s in done if s.get("method") == "grpo" and s.get("steps")]
+    per_step = sum(s["wall_seconds"] for s in done) / sum(s["steps"] for s in done) if done else GRPO_STEP_SECONDS
+    return per_step * steps + EVALUATION_SECONDS
+
+
+def es_seconds(plan: Plan, iterations: int) -> float:
+    """How long an ES run of `iterations` and its evaluations take, from the probe run once it exists."""
+    probe = Plan.summary(plan.folder / PROBE)
+    if not probe.get("steps"):
+        return START_SECONDS + ES_ITERATION_SECONDS * iterations + EVALUATION_SECONDS
+    fixed = probe.get("wall_seconds_this_session", probe["wall_seconds"]) - probe["wall_seconds"]
+    return fixed + probe["wall_seconds"] / probe["steps"] * iterations + EVALUATION_SECONDS
+
+
+def stop_time(text: str) -> float:
+    """`HH:MM` today (local time) as a timestamp, for --stop-by."""
+    try:
+        hours, minutes = (int(part) for part in text.split(":"))
+        moment = datetime.now().replace(hour=hours, minute=minutes, second=0, microsecond=0)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--stop-by takes HH:MM (local time today), got {text!r}") from error
+    if moment <= datetime.now():
+        raise argparse.ArgumentTypeError(f"--stop-by {text} has passed")
+    return moment.timestamp()
 
 
 def require_same_machine(name: str, timed_against) -> None:
@@ -220,13 +267,13 @@ def grpo(
     options = ["--config", GRPO_CONFIG, *(["--init-from", str(init_from)] if init_from else [])]
     values = [f"{k}={v}" for k, v in setting.items()]
     overrides = [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values]
-    return plan.run(name, "grpo", options, overrides, timed_against)
+    return plan.run(name, "grpo", options, overrides, timed_against, grpo_seconds(plan, steps))
 
 
 def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...] = (), timed_against=()) -> Path:
     """An ES-best run."""
     overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}", *extra]
-    return plan.run(name, "train", ["--config", ES_CONFIG], overrides, timed_against)
+    return plan.run(name, "train", ["--config", ES_CONFIG], overrides, timed_against, es_seconds(plan, iterations))
 
 
 def iterations_for_wall(seconds: float, probe: dict) -> int:
@@ -254,8 +301,24 @@ def main() -> None:
     parser.add_argument("--until", default="compare", choices=STAGES, help="stop after this stage")
     parser.add_argument("--claims", default="docs/results/claims.json", help="claims file compare writes into")
     parser.add_argument("--dry-run", action="store_true", help="print the commands of the runs not yet done")
+    parser.add_argument(
+        "--stop-by",
+        type=stop_time,
+        default=None,
+        metavar="HH:MM",
+        help="start no run that would not end, with its evaluations, by then (estimated from finished runs): "
+        "a run cut short starts again, and a GRPO run's weights do not outlive the session",
+    )
     args = parser.parse_args()
-    plan = Plan(args.task, Path(args.out), args.dry_run)
+    plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by)
+    try:
+        run_plan(plan, args)
+    except OutOfTime as stopped:
+        print(f"# stopping before --stop-by: {stopped}; run the same command again to go on", flush=True)
+
+
+def run_plan(plan: Plan, args: argparse.Namespace) -> None:
+    """Every stage up to --until, each run skipped when done."""
     for name in restore(plan.folder, args.task):
         print(f"# restored {name} from {PUBLISHED_ROOT / args.task}", flush=True)
     stages = STAGES[: STAGES.index(args.until) + 1]
@@ -280,8 +343,8 @@ def main() -> None:
     timed = list(grpo_runs.values())
     completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
     # population x batch_size completions per iteration
-    probe = es(plan, "es:completions@0", completions // (16 * 32), 0, timed_against=timed)
-    plan.evaluate("es:completions@0", probe)
+    probe = es(plan, PROBE, completions // (16 * 32), 0, timed_against=timed)
+    plan.evaluate(PROBE, probe)
     if "es" not in stages:
         return
     timed.append(probe)
@@ -304,7 +367,7 @@ def main() -> None:
         return
     entries: dict[str, Path | str] = {"base": "smollm2-135m-instruct"}
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
-    entries["es:completions@0"] = probe
+    entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
     entries.update({"hybrid@0": hybrid, "format:wall@0": control})
     for comparison in COMPARISONS:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,30 @@ def test_the_synthetic_comparisons_are_the_committed_ones():
         command = ["seedcast", *es_vs_grpo.compare_command("synthetic", comparison, labelled, out)]
         claims = ["--claims", "docs/results/claims.json", "--claims-task", "synthetic" + comparison.claims_suffix]
         assert command + claims == committed
+
+
+def test_no_run_starts_that_would_not_end_by_stop_by(tmp_path):
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
+    with pytest.raises(es_vs_grpo.OutOfTime, match="about 60 min"):
+        plan.run("grpo@1", "grpo", [], [], estimate=3600.0)
+    assert not (tmp_path / "countdown" / "grpo@1").exists()  # nothing started, nothing removed
+
+
+def test_run_estimates_come_from_the_task_s_finished_runs(tmp_path):
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=True)
+    evaluation = es_vs_grpo.EVALUATION_SECONDS
+    assert es_vs_grpo.grpo_seconds(plan, 10) == 10 * es_vs_grpo.GRPO_STEP_SECONDS + evaluation  # nothing done yet
+    for name, wall in (("grid/a", 900.0), ("grpo@1", 1100.0)):
+        _write(plan.folder / name / "summary.json", json.dumps({"method": "grpo", "steps": 10, "wall_seconds": wall}))
+    assert es_vs_grpo.grpo_seconds(plan, 5) == pytest.approx(5 * 100.0 + evaluation)
+    probe = {"method": "es", "steps": 5, "wall_seconds": 250.0, "wall_seconds_this_session": 370.0}
+    _write(plan.folder / es_vs_grpo.PROBE / "summary.json", json.dumps(probe))
+    assert es_vs_grpo.es_seconds(plan, 10) == pytest.approx(120.0 + 10 * 50.0 + evaluation)
+
+
+def test_stop_by_takes_a_time_of_day_still_to_come():
+    with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
+        es_vs_grpo.stop_time("half past")
+    if datetime.now() > datetime.now().replace(hour=0, minute=1):
+        with pytest.raises(argparse.ArgumentTypeError, match="has passed"):
+            es_vs_grpo.stop_time("00:00")
