@@ -136,7 +136,13 @@ def evaluate(args: argparse.Namespace) -> int:
 
 def compare(args: argparse.Namespace) -> int:
     from seedcast.inference_server.model_source import BUNDLED_MODEL
-    from seedcast.optimizer.analysis.compare import evaluate_entries, measure_geometry, parse_entry, training_info
+    from seedcast.optimizer.analysis.compare import (
+        evaluate_entries,
+        measure_geometry,
+        parse_entry,
+        training_info,
+        uncovered_training,
+    )
     from seedcast.optimizer.analysis.evaluate import dataset_record, eval_config
     from seedcast.optimizer.analysis.report import write_report
     from seedcast.optimizer.config import ConfigError
@@ -154,6 +160,13 @@ def compare(args: argparse.Namespace) -> int:
         )
 
     checked = make_config(BUNDLED_MODEL)  # config errors (e.g. an unknown task) are reported before any model loads
+    uncovered = uncovered_training(entries, checked, options.exclude_seeds) if options.exclude_seeds else []
+    if uncovered:
+        raise ConfigError(
+            f"--exclude-training-seeds {args.exclude_training_seeds} would not exclude every training problem: "
+            + "; ".join(uncovered)
+            + ". Exclude those seeds too, or evaluate on the problem set the runs trained on (--task, --set)"
+        )
     evaluate_entries(entries, out, make_config, options, dataset_record(checked))
     for entry in entries:
         if entry.kind in ("es", "grpo"):

@@ -107,6 +107,12 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         "--local",
         "1",
     ]
+    # Held-out problems are checked against the runs' own training: another seed or problem set is refused.
+    assert main([*args, "--exclude-training-seeds", "5"]) == 2
+    refused = capsys.readouterr().err
+    assert f"es: {es} trained on seed 0" in refused and f"grpo: {grpo} trained on seed 0" in refused
+    assert main([*args, "--exclude-training-seeds", "0"]) == 2
+    assert "trained on other problems, synthetic_size=50 (evaluated: 2000)" in capsys.readouterr().err
     assert main(args) == 0
     report = (out / "report.md").read_text()
     for label in ("base", "es", "grpo"):

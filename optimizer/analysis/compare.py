@@ -137,6 +137,32 @@ def base_model_of(entry: Entry) -> str:
     return RunDirectory(entry.path).load_config().model.name
 
 
+def uncovered_training(entries: list[Entry], config, exclude_seeds: list[int]) -> list[str]:
+    """What `--exclude-training-seeds` would miss: every run among the entries (and every run it started from)
+    must have trained on one of those seeds' streams of the evaluation's own problem set (task, level, size...),
+    or its training problems are not the ones excluded."""
+    from dataclasses import asdict
+
+    def problem_set(task) -> dict:
+        return {k: v for k, v in asdict(task.dataset_spec(0)).items() if k not in ("limit", "synthetic_seed")}
+
+    wanted = problem_set(config.task)
+    problems = []
+    for entry in entries:
+        run: Path | None = Path(entry.path) if entry.kind in ("es", "grpo") else None
+        while run is not None:
+            trained = RunDirectory(run).load_config()
+            if trained.seed not in exclude_seeds:
+                problems.append(f"{entry.label}: {run} trained on seed {trained.seed}")
+            differing = [
+                f"{k}={v!r} (evaluated: {wanted[k]!r})" for k, v in problem_set(trained.task).items() if v != wanted[k]
+            ]
+            if differing:
+                problems.append(f"{entry.label}: {run} trained on other problems, {', '.join(differing)}")
+            run = started_from(run)
+    return problems
+
+
 def model_spec_of(entry: Entry, out: Path) -> str:
     """What servers load for this entry (an ES run is exported to OUT/models/LABEL once, then reused)."""
     if entry.kind == "spec":
