@@ -16,12 +16,12 @@ from pathlib import Path
 def new_run_config(args: argparse.Namespace, overrides: list[str]):
     """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
     from seedcast.optimizer.config import load_config
-    from seedcast.optimizer.run_kinds import model_folder
+    from seedcast.optimizer.run_kinds import INIT_MODEL_DIR, model_folder
     from seedcast.runs import new_run_dir
 
     run_dir = new_run_dir(args.run_dir)
     if args.init_from:
-        folder = model_folder(args.init_from, export_to=run_dir / "init-model")
+        folder = model_folder(args.init_from, export_to=run_dir / INIT_MODEL_DIR)
         logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
         overrides = [*overrides, f"model.name={Path(folder).resolve()}"]
     return load_config(args.config, overrides), run_dir

@@ -16,6 +16,7 @@ from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.run_dir import CONFIG_FILE, UPDATES_FILE, RunDirectory
 
 GRPO_MODEL_DIR = "model"
+INIT_MODEL_DIR = "init-model"  # where `--init-from` exports an ES run's weights, inside the new run's folder
 GRPO_LOG_FILE = "trl_log.jsonl"  # as analysis.grpo writes it; every GRPO run has one
 
 
@@ -70,6 +71,8 @@ def started_from(run_dir: str | Path) -> Path | None:
         folder = Path(RunDirectory(run_dir).load_config().model.name)
     except (ConfigError, OSError):
         return None
+    if folder.name == INIT_MODEL_DIR and not folder.is_dir():  # recorded by absolute path; the run has moved
+        folder = Path(run_dir) / INIT_MODEL_DIR
     if folder.name == GRPO_MODEL_DIR and _is_run(folder.parent):
         return folder.parent
     export = folder / "seedcast_export.json"

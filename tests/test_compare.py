@@ -222,8 +222,14 @@ def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch
     assert continued["wall_seconds"] == 1_900.0 and continued["completions"] == 7_680
     assert continued["started_from"] == [str(tmp_path / "plain")]  # the path as the run recorded it
     assert base_model_of(Entry(label="continued", path="continued", kind="es")) == "base-model-folder"
+    # Copied elsewhere (a fresh checkout of published runs), the hybrid still finds its first half: the
+    # export it recorded by absolute path is its own init-model/ folder.
+    shutil.copytree(tmp_path / "hybrid", tmp_path / "elsewhere" / "hybrid")
+    shutil.rmtree(tmp_path / "hybrid")
+    moved = training_info(Entry(label="hybrid@0", path="elsewhere/hybrid", kind="grpo"))
+    assert moved["wall_seconds"] == 1_450.0 and moved["started_from"] == ["es-half"]
     (tmp_path / "es-half" / "updates.jsonl").unlink()  # the first half is gone: only the run's own numbers
-    assert training_info(Entry(label="hybrid@0", path="hybrid", kind="grpo"))["wall_seconds"] == 750.0
+    assert training_info(Entry(label="hybrid@0", path="elsewhere/hybrid", kind="grpo"))["wall_seconds"] == 750.0
 
 
 def test_the_report_warns_when_entries_were_sampled_differently():
