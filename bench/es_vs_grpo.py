@@ -315,6 +315,11 @@ def main() -> None:
         run_plan(plan, args)
     except OutOfTime as stopped:
         print(f"# stopping before --stop-by: {stopped}; run the same command again to go on", flush=True)
+    except subprocess.CalledProcessError as failed:
+        # Its own error is above. A GRPO run whose weights are gone before its evaluations were made can only be
+        # made again: remove its folder under OUT and docs/results, and run the bench again.
+        command = shlex.join(["seedcast", *failed.cmd[3:]])
+        raise SystemExit(f"# stopped: `{command}` failed (exit {failed.returncode})") from None
 
 
 def run_plan(plan: Plan, args: argparse.Namespace) -> None:
