@@ -63,7 +63,7 @@ class TaskConfig(Section):
     )
     countdown_difficulty: int = Field(
         1,
-        description="Countdown level; the bundled model's base pass@16 at T = 1 is 0.27 on level 1 and 0.28 on "
+        description="Countdown level; the bundled model's base pass@16 at T = 1 is 0.27 on level 1 and on "
         "level 8 (docs/es-options.md), and only level 8 has problems no training seed draws, to hold out; "
         f"one of {sorted(COUNTDOWN_LEVELS)}: "
         + ", ".join(f"{level}: {n} numbers up to {top}" for level, (n, top) in COUNTDOWN_LEVELS.items())
