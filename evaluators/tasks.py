@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from seedcast.evaluators.countdown import COUNTDOWN_INSTRUCTION
+from seedcast.evaluators.base import Problem
+from seedcast.evaluators.countdown import COUNTDOWN_INSTRUCTION, countdown_key
 from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION, gsm8k_reference
 from seedcast.evaluators.math_answer import MATH_INSTRUCTION
 from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION
@@ -26,6 +27,9 @@ class Task:
     answer_field: str = "answer"  # dotted field of the reference answer
     # Turns the raw answer field into the reference the evaluator compares against (None: keep it).
     reference: Callable[[str], str | None] | None = None
+    # When two problems are the same one, for held-out sets (None: the same prompt, and a held-out set may repeat
+    # one, as the synthetic task's committed evaluations were made); with a key, a held-out set holds each once.
+    problem_key: Callable[[Problem], str] | None = None
 
 
 TASKS: dict[str, Task] = {
@@ -40,7 +44,7 @@ TASKS: dict[str, Task] = {
     "parquet": Task("math"),
     # Generated offline, no records.
     "synthetic": Task("synthetic"),
-    "countdown": Task("countdown"),
+    "countdown": Task("countdown", problem_key=countdown_key),  # the same up to the order of its numbers
     # A Hugging Face hub dataset (task.path is its id), when the hub is reachable.
     "hf": Task("math"),
 }
@@ -64,6 +68,12 @@ def default_evaluator(dataset: str) -> str:
     """The evaluator that scores a dataset kind (math for kinds this table does not know)."""
     task = TASKS.get(dataset)
     return task.evaluator if task else "math"
+
+
+def problem_key(dataset: str) -> Callable[[Problem], str] | None:
+    """How held-out sets of a dataset kind tell problems apart (None: by prompt)."""
+    task = TASKS.get(dataset)
+    return task.problem_key if task else None
 
 
 def default_instruction(evaluator: str) -> str:

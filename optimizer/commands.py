@@ -168,14 +168,14 @@ def compare(args: argparse.Namespace) -> int:
             + ". Exclude those seeds too, or evaluate on the problem set the runs trained on (--task, --set)"
         )
     evaluate_entries(entries, out, make_config, options, dataset_record(checked))
-    for entry in entries:
-        if entry.kind in ("es", "grpo"):
-            entry.training = training_info(entry)
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
     if args.evaluate_only:
         print(f"evaluated {', '.join(labels)} into {out}/evals (no report: a later compare reuses them)")
         return 0
+    for entry in entries:
+        if entry.kind in ("es", "grpo"):
+            entry.training = training_info(entry)
     command = shlex.join(["seedcast", *args.argv])
     write_report(entries, out, command)
     print((out / "report.md").read_text())

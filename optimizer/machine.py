@@ -1,7 +1,7 @@
 """Which machine a run was timed on: recorded in summary.json, because wall time means nothing without it.
 
 A wall-time budget matched on one machine does not carry to another: on a 2-core CPU with avx512_bf16 a
-member of the bundled model takes about 3 s, on a 2-core AVX2-only CPU (fp32 inference) about 30 s. Runs
+member of the bundled model takes about 3 s, on a 2-core AVX2-only CPU (fp32 inference) about 12 s. Runs
 compared at equal wall time must therefore come from the same kind of machine, and `machine_kind` names
 that kind (CPU model, cores, the instruction sets that set inference speed, the GPU if any).
 """

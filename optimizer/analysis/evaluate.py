@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.base import Problem
-from seedcast.evaluators.countdown import countdown_key
 from seedcast.evaluators.datasets import DatasetError, load_problems
+from seedcast.evaluators.tasks import problem_key
 from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.config import TrainConfig, load_config
 from seedcast.optimizer.es.seeds import derive_seed
@@ -205,12 +205,13 @@ def dataset_record(config: TrainConfig) -> dict:
 
 def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[list[Problem], int]:
     """The problems to evaluate (at most `task.limit`), none of which a training run with one of `exclude_seeds`
-    could have drawn; and how many were dropped for that. Countdown problems count as the same up to the order
-    of their numbers, and a held-out Countdown set holds each once (the synthetic task's are compared by prompt
-    and may repeat, as its committed evaluations were made)."""
+    could have drawn; and how many were dropped for that. Problems are told apart as the task table says
+    (`evaluators.tasks.problem_key`: Countdown's up to the order of their numbers, and then a held-out set holds
+    each once; others by prompt)."""
     spec = config.task.dataset_spec(config.seed)
     problems = load_problems(replace(spec, limit=None))
-    key = countdown_key if spec.kind == "countdown" else _prompt
+    own_key = problem_key(spec.kind)
+    key = own_key or _prompt
     seen = {
         key(p) for seed in exclude_seeds for p in load_problems(replace(config.task.dataset_spec(seed), limit=None))
     }
@@ -218,10 +219,10 @@ def held_out_problems(config: TrainConfig, exclude_seeds: list[int]) -> tuple[li
     if not kept:
         raise DatasetError(f"every problem of the evaluation set is also a training problem of seeds {exclude_seeds}")
     dropped = len(problems) - len(kept)
-    if exclude_seeds and spec.kind == "countdown":
+    if exclude_seeds and own_key:
         unique: dict[str, Problem] = {}
         for problem in kept:
-            unique.setdefault(key(problem), problem)
+            unique.setdefault(key(problem), problem)  # each problem once, where it first came
         kept = list(unique.values())
     if spec.limit and exclude_seeds and len(kept) < spec.limit:
         raise DatasetError(
