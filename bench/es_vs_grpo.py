@@ -8,7 +8,7 @@
 Runs, in order (a run finished with the same command is kept; an interrupted one, or one made with other
 settings, e.g. another wall-time budget, is made again):
 
-1. `grid`: GRPO (TRL) at each learning rate × rollout temperature of the task's grid, seed 0, 10 steps;
+1. `grid`: GRPO (TRL) at each learning rate × rollout temperature of the task's grid, seed 0, 10 steps (Countdown: 4);
    the best by final greedy eval reward is GRPO's setting from then on (synthetic: 1e-5, 3e-5 × 0.7, 1.0;
    countdown, to fit the budget: 3e-5, 1e-4 at 1.0, around synthetic's winner).
 2. `grpo`: GRPO at that setting for seeds 1 and 2 (seed 0 is its grid run).
@@ -49,12 +49,19 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
-
-from seedcast.optimizer.machine import describe, machine_kind
+from es_vs_grpo_time import (
+    PROBE,
+    OutOfTime,
+    es_seconds,
+    grpo_seconds,
+    iterations_for_wall,
+    require_same_machine,
+    stop_time,
+    summary,
+)
 
 # GRPO's grid per task. Synthetic's full grid picked its highest learning rate at T = 1.0 (final greedy eval
 # 0.823 against 0.667-0.760 for the other three), so Countdown's, cut to two runs to fit the CPU budget, keeps
@@ -73,6 +80,7 @@ TASKS = {
         "max_tokens": 16,
         "format_evaluator": "format-final-number",
         "grid": SYNTHETIC_GRID,
+        "grpo_steps": 10,
     },
     "countdown": {
         "overrides": [
@@ -84,21 +92,19 @@ TASKS = {
         "max_tokens": 32,
         "format_evaluator": "format-countdown",
         "grid": COUNTDOWN_GRID,
+        # A level-8 GRPO step (256 completions of up to 32 tokens) took 808 s on a 2-core AVX2-only CPU, 3.1x the
+        # avx512_bf16 machine's: 4 steps keep a GRPO run near an hour there, and split evenly for the hybrid.
+        "grpo_steps": 4,
     },
 }
 GRPO_CONFIG = "configs/synthetic-cpu.yaml"
 ES_CONFIG = "configs/es-best.yaml"
-GRPO_STEPS = 10
 SEEDS = (0, 1, 2)
 # The held-out stream. Training problems come from the run seeds 0-2 (and are excluded in code); the
 # in-training eval sets from seeds 1_000_003-1_000_005 (seed 0's picked GRPO's setting), so not those either.
 EVAL_SEED = 2_000_003
 LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
-PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
-# Before the task's own runs say better, for --stop-by (Countdown level 1 on a 2-core avx512_bf16 CPU): a GRPO
-# step, an ES-best iteration, an ES run's start and in-training evals, a run's held-out evaluations.
-GRPO_STEP_SECONDS, ES_ITERATION_SECONDS, START_SECONDS, EVALUATION_SECONDS = 280.0, 50.0, 120.0, 900.0
 
 
 @dataclass(frozen=True)
@@ -188,56 +194,7 @@ class Plan:
                 seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
                 publish_evals(out, self.task, [label])
 
-    @staticmethod
-    def summary(run_dir: Path) -> dict:
-        path = run_dir / "summary.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
-
-
-class OutOfTime(Exception):
-    """The next run would not end before --stop-by (a run cut by the end of a session starts again)."""
-
-
-def grpo_seconds(plan: Plan, steps: int) -> float:
-    """How long a GRPO run of `steps` steps and its evaluations take, from the task's finished GRPO runs."""
-    done = [Plan.summary(path.parent) for path in plan.folder.glob("**/summary.json")]
-    done = [s for s in done if s.get("method") == "grpo" and s.get("steps")]
-    per_step = sum(s["wall_seconds"] for s in done) / sum(s["steps"] for s in done) if done else GRPO_STEP_SECONDS
-    return per_step * steps + EVALUATION_SECONDS
-
-
-def es_seconds(plan: Plan, iterations: int) -> float:
-    """How long an ES run of `iterations` and its evaluations take, from the probe run once it exists."""
-    probe = Plan.summary(plan.folder / PROBE)
-    if not probe.get("steps"):
-        return START_SECONDS + ES_ITERATION_SECONDS * iterations + EVALUATION_SECONDS
-    fixed = probe.get("wall_seconds_this_session", probe["wall_seconds"]) - probe["wall_seconds"]
-    return fixed + probe["wall_seconds"] / probe["steps"] * iterations + EVALUATION_SECONDS
-
-
-def stop_time(text: str) -> float:
-    """`HH:MM` today (local time) as a timestamp, for --stop-by."""
-    try:
-        hours, minutes = (int(part) for part in text.split(":"))
-        moment = datetime.now().replace(hour=hours, minute=minutes, second=0, microsecond=0)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--stop-by takes HH:MM (local time today), got {text!r}") from error
-    if moment <= datetime.now():
-        raise argparse.ArgumentTypeError(f"--stop-by {text} has passed")
-    return moment.timestamp()
-
-
-def require_same_machine(name: str, timed_against) -> None:
-    """Stop before a wall-matched run on another kind of machine than the runs whose wall time it matches."""
-    here = machine_kind()
-    for run_dir in timed_against:
-        there = Plan.summary(run_dir).get("machine")
-        if there != here:
-            raise SystemExit(
-                f"{name} matches the wall time of {run_dir}, timed on {describe(there)}; this machine is "
-                f"{describe(here)}. Make it on that kind of machine, or make the task's runs again here "
-                "(a new --out)."
-            )
+    summary = staticmethod(summary)
 
 
 def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
@@ -259,30 +216,32 @@ def grpo(
     name: str,
     setting: dict[str, str],
     seed: int,
-    steps: int = GRPO_STEPS,
+    steps: int | None = None,
     init_from: Path | None = None,
     timed_against=(),
 ) -> Path:
-    """A GRPO run at a grid setting."""
+    """A GRPO run at a grid setting, for the task's number of steps unless `steps` says otherwise."""
+    steps = steps or TASKS[plan.task]["grpo_steps"]
     options = ["--config", GRPO_CONFIG, *(["--init-from", str(init_from)] if init_from else [])]
     values = [f"{k}={v}" for k, v in setting.items()]
     overrides = [*plan.task_overrides, f"grpo.steps={steps}", f"seed={seed}", *values]
-    return plan.run(name, "grpo", options, overrides, timed_against, grpo_seconds(plan, steps))
+    return plan.run(name, "grpo", options, overrides, timed_against, grpo_seconds(plan.folder, steps))
 
 
 def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...] = (), timed_against=()) -> Path:
     """An ES-best run."""
     overrides = [*plan.task_overrides, f"iterations={iterations}", f"seed={seed}", *extra]
-    return plan.run(name, "train", ["--config", ES_CONFIG], overrides, timed_against, es_seconds(plan, iterations))
+    return plan.run(
+        name, "train", ["--config", ES_CONFIG], overrides, timed_against, es_seconds(plan.folder, iterations)
+    )
 
 
-def iterations_for_wall(seconds: float, probe: dict) -> int:
-    """ES iterations whose whole run (servers starting, evals, iterations) lasts `seconds`, as GRPO's
-    wall time counts its whole run. From the probe run: `wall_seconds` sums its iterations, and the rest of
-    its elapsed time (`wall_seconds_this_session`) is the fixed cost of starting and evaluating."""
-    iterating = probe.get("wall_seconds", 1.0)
-    fixed = max(0.0, probe.get("wall_seconds_this_session", iterating) - iterating)
-    return max(1, round((seconds - fixed) / (iterating / max(1, probe.get("steps", 1)))))
+def evaluate_grid_leader(plan: Plan, grid: dict[str, Path]) -> None:
+    """Evaluate the best finished grid run as grpo@0: it is GRPO's seed 0 unless a grid run still to come beats
+    it, whose evaluations then replace its own under that label (compare's cache knows the runs apart)."""
+    finished = {setting: run_dir for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()}
+    if finished:
+        plan.evaluate("grpo@0", finished[max(finished, key=lambda s: final_eval(finished[s]))])
 
 
 def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
@@ -329,14 +288,20 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     stages = STAGES[: STAGES.index(args.until) + 1]
 
     settings = grid_settings(TASKS[args.task]["grid"])
-    grid = {json.dumps(s): grpo(plan, "grid/" + "-".join(s.values()), s, 0) for s in settings}
+    grid: dict[str, Path] = {}
+    try:
+        for setting in settings:
+            grid[json.dumps(setting)] = grpo(plan, "grid/" + "-".join(setting.values()), setting, 0)
+    except OutOfTime:
+        evaluate_grid_leader(plan, grid)  # the grid spans sessions: evaluate its best run while its weights exist
+        raise
+    evaluate_grid_leader(plan, grid)
     if not all((d / "summary.json").is_file() for d in grid.values()):
         print("# later stages depend on the grid's results", flush=True)
         return
     best = json.loads(max(grid, key=lambda s: final_eval(grid[s])))
     print(f"# GRPO setting: {best}", flush=True)
     grpo_runs = {0: grid[json.dumps(best)]}
-    plan.evaluate("grpo@0", grpo_runs[0])
     if "grpo" in stages:
         for seed in SEEDS[1:]:
             grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
@@ -346,7 +311,8 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     walls = [plan.summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
     timed = list(grpo_runs.values())
-    completions = GRPO_STEPS * 32 * 8  # batch_size x group_size completions per GRPO step
+    grpo_steps = TASKS[args.task]["grpo_steps"]
+    completions = grpo_steps * 32 * 8  # batch_size x group_size completions per GRPO step
     # population x batch_size completions per iteration
     probe = es(plan, PROBE, completions // (16 * 32), 0, timed_against=timed)
     plan.evaluate(PROBE, probe)
@@ -361,7 +327,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     if "hybrid" not in stages:
         return
     first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0, timed_against=timed)
-    hybrid = grpo(plan, "hybrid@0", best, 0, steps=GRPO_STEPS // 2, init_from=first, timed_against=timed)
+    hybrid = grpo(plan, "hybrid@0", best, 0, steps=grpo_steps // 2, init_from=first, timed_against=timed)
     plan.evaluate("hybrid@0", hybrid)
     if "format" not in stages:
         return

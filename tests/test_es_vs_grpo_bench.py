@@ -17,6 +17,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 
 import es_vs_grpo  # noqa: E402
 import es_vs_grpo_files  # noqa: E402
+import es_vs_grpo_time  # noqa: E402
 
 from seedcast.optimizer.machine import SPEED_FLAGS, describe, machine_kind  # noqa: E402
 
@@ -67,12 +68,12 @@ def test_a_wall_matched_run_is_made_only_on_the_machine_its_budget_was_timed_on(
     elsewhere = {"cpu": "Another CPU", "cores": 64, "isa": "amx_bf16", "gpu": None}
     _write(other / "summary.json", json.dumps({"wall_seconds": 1.0, "machine": elsewhere}))
     _write(unrecorded / "summary.json", json.dumps({"wall_seconds": 1.0}))
-    es_vs_grpo.require_same_machine("es:wall@0", [same])
+    es_vs_grpo_time.require_same_machine("es:wall@0", [same])
     with pytest.raises(SystemExit, match="Another CPU, 64 cores, amx_bf16") as stopped:
-        es_vs_grpo.require_same_machine("es:wall@0", [same, other])
+        es_vs_grpo_time.require_same_machine("es:wall@0", [same, other])
     assert describe(machine_kind()) in str(stopped.value)
     with pytest.raises(SystemExit, match="timed on unrecorded"):
-        es_vs_grpo.require_same_machine("es:wall@0", [unrecorded])
+        es_vs_grpo_time.require_same_machine("es:wall@0", [unrecorded])
 
 
 def test_machine_kind_names_what_sets_inference_speed():
@@ -106,26 +107,52 @@ def test_the_synthetic_comparisons_are_the_committed_ones():
 
 def test_no_run_starts_that_would_not_end_by_stop_by(tmp_path):
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
-    with pytest.raises(es_vs_grpo.OutOfTime, match="about 60 min"):
+    with pytest.raises(es_vs_grpo_time.OutOfTime, match="about 60 min"):
         plan.run("grpo@1", "grpo", [], [], estimate=3600.0)
     assert not (tmp_path / "countdown" / "grpo@1").exists()  # nothing started, nothing removed
 
 
 def test_run_estimates_come_from_the_task_s_finished_runs(tmp_path):
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=True)
-    evaluation = es_vs_grpo.EVALUATION_SECONDS
-    assert es_vs_grpo.grpo_seconds(plan, 10) == 10 * es_vs_grpo.GRPO_STEP_SECONDS + evaluation  # nothing done yet
+    evaluation = es_vs_grpo_time.default_seconds(es_vs_grpo_time.EVALUATION_SECONDS)
+    step = es_vs_grpo_time.default_seconds(es_vs_grpo_time.GRPO_STEP_SECONDS)
+    assert es_vs_grpo_time.grpo_seconds(plan.folder, 10) == pytest.approx(10 * step + evaluation)  # nothing done yet
     for name, wall in (("grid/a", 900.0), ("grpo@1", 1100.0)):
         _write(plan.folder / name / "summary.json", json.dumps({"method": "grpo", "steps": 10, "wall_seconds": wall}))
-    assert es_vs_grpo.grpo_seconds(plan, 5) == pytest.approx(5 * 100.0 + evaluation)
+    assert es_vs_grpo_time.grpo_seconds(plan.folder, 5) == pytest.approx(5 * 100.0 + evaluation)
     probe = {"method": "es", "steps": 5, "wall_seconds": 250.0, "wall_seconds_this_session": 370.0}
-    _write(plan.folder / es_vs_grpo.PROBE / "summary.json", json.dumps(probe))
-    assert es_vs_grpo.es_seconds(plan, 10) == pytest.approx(120.0 + 10 * 50.0 + evaluation)
+    _write(plan.folder / es_vs_grpo_time.PROBE / "summary.json", json.dumps(probe))
+    assert es_vs_grpo_time.es_seconds(plan.folder, 10) == pytest.approx(120.0 + 10 * 50.0 + evaluation)
+
+
+def test_default_estimates_scale_with_the_machine_kind(monkeypatch):
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx512_bf16"})
+    assert es_vs_grpo_time.default_seconds(100.0) == 100.0
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx2"})
+    assert es_vs_grpo_time.default_seconds(100.0) == pytest.approx(100.0 * es_vs_grpo_time.SLOWER_BY_ISA["avx2"])
 
 
 def test_stop_by_takes_a_time_of_day_still_to_come():
     with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
-        es_vs_grpo.stop_time("half past")
+        es_vs_grpo_time.stop_time("half past")
     if datetime.now() > datetime.now().replace(hour=0, minute=1):
         with pytest.raises(argparse.ArgumentTypeError, match="has passed"):
-            es_vs_grpo.stop_time("00:00")
+            es_vs_grpo_time.stop_time("00:00")
+
+
+def test_the_best_finished_grid_run_is_evaluated_as_grpo_at_0_before_the_grid_ends(tmp_path, monkeypatch):
+    """A grid split across sessions: its leader is evaluated while its weights exist, and only a finished run."""
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False)
+    evaluated = []
+    monkeypatch.setattr(plan, "evaluate", lambda label, run_dir: evaluated.append((label, run_dir.name)))
+    grid = {name: plan.folder / "grid" / name for name in ("low", "high", "unfinished")}
+    for name, reward in (("low", 0.2), ("high", 0.4)):
+        _write(grid[name] / "summary.json", json.dumps({"method": "grpo", "steps": 4, "wall_seconds": 1.0}))
+        _write(
+            grid[name] / "metrics.jsonl", json.dumps({"eval_reward": 0.1}) + "\n" + json.dumps({"eval_reward": reward})
+        )
+    _write(grid["unfinished"] / "metrics.jsonl", json.dumps({"eval_reward": 0.9}))
+    es_vs_grpo.evaluate_grid_leader(plan, {"unfinished": grid["unfinished"]})
+    assert evaluated == []
+    es_vs_grpo.evaluate_grid_leader(plan, grid)
+    assert evaluated == [("grpo@0", "high")]
