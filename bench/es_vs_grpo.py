@@ -56,6 +56,7 @@ from es_vs_grpo_time import (
     PROBE,
     OutOfTime,
     es_seconds,
+    evaluation_seconds,
     grpo_seconds,
     iterations_for_wall,
     require_same_machine,
@@ -183,10 +184,15 @@ class Plan:
             print(f"# finished; its files are in {publish_run(run_dir, self.task, name)}", flush=True)
         return run_dir
 
-    def evaluate(self, label: str, run_dir: Path) -> None:
+    def evaluate(self, label: str, run_dir: Path, rebuildable: bool = False) -> None:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
-        evaluations: the final comparisons then reuse them, in this session or a later one."""
+        evaluations: the final comparisons then reuse them, in this session or a later one. A `rebuildable` run
+        (ES: its update log rebuilds its weights) whose evaluations would not end by --stop-by leaves them to a
+        later invocation, which makes them when it passes the run again; a GRPO run's cannot wait."""
         if self.dry_run:
+            return
+        if rebuildable and self.stop_by is not None and time.time() + evaluation_seconds() > self.stop_by:
+            print(f"# {label}: evaluations left for a later invocation (its update log rebuilds it)", flush=True)
             return
         for comparison in COMPARISONS:
             if comparison.includes(label):
@@ -315,7 +321,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     completions = grpo_steps * 32 * 8  # batch_size x group_size completions per GRPO step
     # population x batch_size completions per iteration
     probe = es(plan, PROBE, completions // (16 * 32), 0, timed_against=timed)
-    plan.evaluate(PROBE, probe)
+    plan.evaluate(PROBE, probe, rebuildable=True)
     if "es" not in stages:
         return
     timed.append(probe)
@@ -323,7 +329,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     es_runs = {}
     for seed in SEEDS:
         es_runs[seed] = es(plan, f"es:wall@{seed}", wall_iterations, seed, timed_against=timed)
-        plan.evaluate(f"es:wall@{seed}", es_runs[seed])
+        plan.evaluate(f"es:wall@{seed}", es_runs[seed], rebuildable=True)
     if "hybrid" not in stages:
         return
     first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0, timed_against=timed)
@@ -333,7 +339,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
         return
     reward = (f"task.evaluator={TASKS[args.task]['format_evaluator']}",)
     control = es(plan, "format:wall@0", wall_iterations, 0, reward, timed_against=timed)
-    plan.evaluate("format:wall@0", control)
+    plan.evaluate("format:wall@0", control, rebuildable=True)
     if "compare" not in stages or plan.dry_run:
         return
     entries: dict[str, Path | str] = {"base": "smollm2-135m-instruct"}

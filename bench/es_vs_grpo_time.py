@@ -8,22 +8,42 @@ import argparse
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from seedcast.optimizer.machine import describe, machine_kind
 
 PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
 
-# Before the task's own runs say better, for --stop-by: a GRPO step, an ES-best iteration, an ES run's start and
-# in-training evals, a run's held-out evaluations. Measured on Countdown on a 2-core avx512_bf16 CPU (level 1)
-# and, for the GRPO step, on a 2-core AVX2-only one (level 8: 808 s); the rest there is scaled by 3.5, as a
-# member's time (3.0 s against 11.8 s, docs/performance.md).
-GRPO_STEP_SECONDS, ES_ITERATION_SECONDS, START_SECONDS, EVALUATION_SECONDS = 280.0, 50.0, 120.0, 900.0
-SLOWER_BY_ISA = {"avx512f": 3.5, "avx2": 3.5, "baseline": 3.5}  # fp32 inference: no native bf16
+
+class Estimates(NamedTuple):
+    """Seconds, before the task's own runs say better (--stop-by): a GRPO step, an ES-best iteration, an ES run's
+    start and in-training evals, and one run's held-out evaluations (every comparison it belongs to)."""
+
+    grpo_step: float
+    es_iteration: float
+    es_start: float
+    evaluation: float
 
 
-def default_seconds(seconds: float) -> float:
-    """A default estimate (measured on an avx512_bf16 CPU) scaled to this machine's kind."""
-    return seconds * SLOWER_BY_ISA.get(str(machine_kind()["isa"]), 1.0)
+# On Countdown on 2-core CPUs. avx512_bf16 (level 1): all measured. AVX2 only, fp32 inference (level 8): the GRPO
+# step (808-894 s) and a GRPO run's evaluations (EVALUATION_AVX2) measured, ES scaled by a member's 3.9x
+# (3.0 s against 11.8 s, docs/performance.md). Other kinds take the slower row.
+EVALUATION_AVX2 = 4500.0
+ESTIMATES = {
+    "amx_bf16": Estimates(280.0, 50.0, 120.0, 900.0),
+    "avx512_bf16": Estimates(280.0, 50.0, 120.0, 900.0),
+    "avx2": Estimates(850.0, 195.0, 470.0, EVALUATION_AVX2),
+}
+
+
+def estimates() -> Estimates:
+    """The default estimates for this machine's kind."""
+    return ESTIMATES.get(str(machine_kind()["isa"]), ESTIMATES["avx2"])
+
+
+def evaluation_seconds() -> float:
+    """How long one run's held-out evaluations take on this machine."""
+    return estimates().evaluation
 
 
 def summary(run_dir: Path) -> dict:
@@ -40,20 +60,19 @@ def grpo_seconds(folder: Path, steps: int) -> float:
     """How long a GRPO run of `steps` steps and its evaluations take, from the task's finished GRPO runs."""
     done = [summary(path.parent) for path in folder.glob("**/summary.json")]
     done = [s for s in done if s.get("method") == "grpo" and s.get("steps")]
-    if done:
-        per_step = sum(s["wall_seconds"] for s in done) / sum(s["steps"] for s in done)
-    else:
-        per_step = default_seconds(GRPO_STEP_SECONDS)
-    return per_step * steps + default_seconds(EVALUATION_SECONDS)
+    steps_done = sum(s["steps"] for s in done)
+    per_step = sum(s["wall_seconds"] for s in done) / steps_done if done else estimates().grpo_step
+    return per_step * steps + evaluation_seconds()
 
 
 def es_seconds(folder: Path, iterations: int) -> float:
-    """How long an ES run of `iterations` and its evaluations take, from the probe run once it exists."""
+    """How long an ES run of `iterations` takes, from the probe run once it exists. Its evaluations may wait for a
+    later session (its update log rebuilds its weights), so they are not counted."""
     probe = summary(folder / PROBE)
     if not probe.get("steps"):
-        return default_seconds(START_SECONDS + ES_ITERATION_SECONDS * iterations + EVALUATION_SECONDS)
+        return estimates().es_start + estimates().es_iteration * iterations
     fixed = probe.get("wall_seconds_this_session", probe["wall_seconds"]) - probe["wall_seconds"]
-    return fixed + probe["wall_seconds"] / probe["steps"] * iterations + default_seconds(EVALUATION_SECONDS)
+    return fixed + probe["wall_seconds"] / probe["steps"] * iterations
 
 
 def stop_time(text: str) -> float:
