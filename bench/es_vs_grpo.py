@@ -35,8 +35,10 @@ docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL; commit both as soon as a ru
 into OUT first, so a later session neither trains a finished run again nor needs a GRPO run's weights. Wall
 time is only comparable on one kind of machine: a run whose budget matches other runs' wall time is made only
 where they were timed (summary.json records the machine), and the bench stops with both machines named if not.
-With `--stop-by HH:MM` it starts no run that would not end, with its evaluations, by then (estimated from the
-task's finished runs): a run cut short by the end of a session is lost.
+With `--stop-by HH:MM` it starts no run that would not end by then (estimated from the task's finished runs,
+else from bench/es_vs_grpo_time.py's per-machine defaults): a run cut short by the end of a session is lost. A
+GRPO run's estimate counts its evaluations; an ES run's evaluations may wait for a later invocation, as its
+update log rebuilds its weights.
 """
 
 from __future__ import annotations
@@ -271,8 +273,9 @@ def main() -> None:
         type=stop_time,
         default=None,
         metavar="HH:MM",
-        help="start no run that would not end, with its evaluations, by then (estimated from finished runs): "
-        "a run cut short starts again, and a GRPO run's weights do not outlive the session",
+        help="start no run that would not end by then (estimated from finished runs; a GRPO run with its "
+        "evaluations, which need its weights, an ES run without: they may wait for a later invocation, its "
+        "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session",
     )
     args = parser.parse_args()
     plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by)
