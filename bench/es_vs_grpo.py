@@ -202,8 +202,6 @@ class Plan:
                 seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
                 publish_evals(out, self.task, [label])
 
-    summary = staticmethod(summary)
-
 
 def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
     """Every combination of the grid's values."""
@@ -244,12 +242,18 @@ def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...]
     )
 
 
+def grid_leader(grid: dict[str, Path]) -> str | None:
+    """The setting of the finished grid run with the best final greedy eval reward (None before any finishes)."""
+    finished = [setting for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()]
+    return max(finished, key=lambda setting: final_eval(grid[setting]), default=None)
+
+
 def evaluate_grid_leader(plan: Plan, grid: dict[str, Path]) -> None:
     """Evaluate the best finished grid run as grpo@0: it is GRPO's seed 0 unless a grid run still to come beats
     it, whose evaluations then replace its own under that label (compare's cache knows the runs apart)."""
-    finished = {setting: run_dir for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()}
-    if finished:
-        plan.evaluate("grpo@0", finished[max(finished, key=lambda s: final_eval(finished[s]))])
+    leader = grid_leader(grid)
+    if leader is not None:
+        plan.evaluate("grpo@0", grid[leader])
 
 
 def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
@@ -308,16 +312,17 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     if not all((d / "summary.json").is_file() for d in grid.values()):
         print("# later stages depend on the grid's results", flush=True)
         return
-    best = json.loads(max(grid, key=lambda s: final_eval(grid[s])))
+    leader = grid_leader(grid)
+    best = json.loads(leader)
     print(f"# GRPO setting: {best}", flush=True)
-    grpo_runs = {0: grid[json.dumps(best)]}
+    grpo_runs = {0: grid[leader]}
     if "grpo" in stages:
         for seed in SEEDS[1:]:
             grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
             plan.evaluate(f"grpo@{seed}", grpo_runs[seed])
     if "probe" not in stages:
         return
-    walls = [plan.summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
+    walls = [summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
     timed = list(grpo_runs.values())
     grpo_steps = TASKS[args.task]["grpo_steps"]
@@ -328,7 +333,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     if "es" not in stages:
         return
     timed.append(probe)
-    wall_iterations = iterations_for_wall(grpo_wall, plan.summary(probe))
+    wall_iterations = iterations_for_wall(grpo_wall, summary(probe))
     es_runs = {}
     for seed in SEEDS:
         es_runs[seed] = es(plan, f"es:wall@{seed}", wall_iterations, seed, timed_against=timed)

@@ -29,9 +29,10 @@ class Estimates(NamedTuple):
 # step (808-894 s) and a GRPO run's evaluations (EVALUATION_AVX2) measured, ES scaled by a member's 3.9x
 # (3.0 s against 11.8 s, docs/performance.md). Other kinds take the slower row.
 EVALUATION_AVX2 = 4000.0  # grpo@0's two comparisons on level 8: 46 + 21 min of sampling
+NATIVE_BF16 = Estimates(280.0, 50.0, 120.0, 900.0)
 ESTIMATES = {
-    "amx_bf16": Estimates(280.0, 50.0, 120.0, 900.0),
-    "avx512_bf16": Estimates(280.0, 50.0, 120.0, 900.0),
+    "amx_bf16": NATIVE_BF16,
+    "avx512_bf16": NATIVE_BF16,
     "avx2": Estimates(850.0, 195.0, 470.0, EVALUATION_AVX2),
 }
 
@@ -70,7 +71,8 @@ def es_seconds(folder: Path, iterations: int) -> float:
     later session (its update log rebuilds its weights), so they are not counted."""
     probe = summary(folder / PROBE)
     if not probe.get("steps"):
-        return estimates().es_start + estimates().es_iteration * iterations
+        defaults = estimates()
+        return defaults.es_start + defaults.es_iteration * iterations
     fixed = probe.get("wall_seconds_this_session", probe["wall_seconds"]) - probe["wall_seconds"]
     return fixed + probe["wall_seconds"] / probe["steps"] * iterations
 
