@@ -38,7 +38,9 @@ where they were timed (summary.json records the machine), and the bench stops wi
 With `--stop-by HH:MM` it starts no run that would not end by then (estimated from the task's finished runs,
 else from bench/es_vs_grpo_time.py's per-machine defaults): a run cut short by the end of a session is lost. A
 GRPO run's estimate counts its evaluations; an ES run's evaluations may wait for a later invocation, as its
-update log rebuilds its weights.
+update log rebuilds its weights. When GRPO's next run would not fit, the time left goes to what waits on no run
+still to come, each if it fits: the probe, the base model's evaluations, the probe's evaluations. Task settings
+and comparisons: bench/es_vs_grpo_tasks.py.
 """
 
 from __future__ import annotations
@@ -50,15 +52,24 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
+from es_vs_grpo_tasks import (
+    BASE_MODEL,
+    COMPARISONS,
+    ES_CONFIG,
+    GRPO_CONFIG,
+    SEEDS,
+    TASKS,
+    Comparison,
+    compare_command,
+)
 from es_vs_grpo_time import (
     PROBE,
     OutOfTime,
     es_seconds,
-    evaluation_seconds,
+    evaluation_estimate,
     grpo_seconds,
     iterations_for_wall,
     require_same_machine,
@@ -66,89 +77,7 @@ from es_vs_grpo_time import (
     summary,
 )
 
-# GRPO's grid per task. Synthetic's full grid picked its highest learning rate at T = 1.0 (final greedy eval
-# 0.823 against 0.667-0.760 for the other three), so Countdown's, cut to two runs to fit the CPU budget, keeps
-# T = 1.0 and moves the learning rate up around that winner.
-SYNTHETIC_GRID = {"grpo.learning_rate": ["1e-5", "3e-5"], "grpo.temperature": ["0.7", "1.0"]}
-COUNTDOWN_GRID = {"grpo.learning_rate": ["3e-5", "1e-4"], "grpo.temperature": ["1.0"]}
-# Countdown's level: two numbers up to 50. Level 1 (up to 9) has only 251 distinct problems (138 up to order), all
-# in every training seed's stream, so nothing at level 1 can be held out; its runs are kept, as the training-set
-# result they are, in docs/results/es-vs-grpo/countdown-level-1/. Level 7 (up to 25) leaves 14 of the eval
-# stream's 2,000 problems held out up to order; level 8 leaves 371.
-COUNTDOWN_LEVEL = 8
-TASKS = {
-    "synthetic": {
-        "overrides": [],
-        "eval_overrides": [],
-        "max_tokens": 16,
-        "format_evaluator": "format-final-number",
-        "grid": SYNTHETIC_GRID,
-        "grpo_steps": 10,
-    },
-    "countdown": {
-        "overrides": [
-            "task.dataset=countdown",
-            f"task.countdown_difficulty={COUNTDOWN_LEVEL}",
-            "sampling.max_new_tokens=32",
-        ],
-        "eval_overrides": [f"task.countdown_difficulty={COUNTDOWN_LEVEL}"],  # compare's --task names the dataset
-        "max_tokens": 32,
-        "format_evaluator": "format-countdown",
-        "grid": COUNTDOWN_GRID,
-        # A level-8 GRPO step (256 completions of up to 32 tokens) took 808 s on a 2-core AVX2-only CPU, 3.1x the
-        # avx512_bf16 machine's: 4 steps keep a GRPO run near an hour there, and split evenly for the hybrid.
-        "grpo_steps": 4,
-    },
-}
-GRPO_CONFIG = "configs/synthetic-cpu.yaml"
-ES_CONFIG = "configs/es-best.yaml"
-SEEDS = (0, 1, 2)
-# The held-out stream. Training problems come from the run seeds 0-2 (and are excluded in code); the
-# in-training eval sets from seeds 1_000_003-1_000_005 (seed 0's picked GRPO's setting), so not those either.
-EVAL_SEED = 2_000_003
-LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One `seedcast compare` of the bench, on held-out problems: its folder under OUT/TASK, the name of its part
-    of the claims file, its token budget and samples per problem, and which labels it compares (all when None)."""
-
-    folder: str
-    claims_suffix: str
-    tokens: int | None  # None: the task's training budget
-    n: int
-    labels: tuple[str, ...] | None = None
-
-    def includes(self, label: str) -> bool:
-        return self.labels is None or label.split("@")[0] in self.labels
-
-
-COMPARISONS = (
-    Comparison("compare", "", None, 16),
-    # Where the base model is rarely cut off: base, GRPO, ES at equal wall time and the format control.
-    Comparison(
-        f"compare-{LONG_TOKENS}-tokens",
-        f"-{LONG_TOKENS}-tokens",
-        LONG_TOKENS,
-        LONG_SAMPLES,
-        ("base", "grpo", "es:wall", "format:wall"),
-    ),
-)
-
-
-def compare_command(task: str, comparison: Comparison, entries: list[str], out: Path) -> list[str]:
-    """`seedcast compare` arguments (without claims) of a comparison: the same problems and samples for every
-    entry, whether it is evaluated at once (`--evaluate-only`, where its weights are) or compared later."""
-    n, tokens = comparison.n, comparison.tokens or TASKS[task]["max_tokens"]
-    ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
-    return [
-        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
-        *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
-        *("--exclude-training-seeds", ",".join(map(str, SEEDS))),
-        *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
-    ]
 
 
 def seedcast(command: list[str]) -> None:
@@ -186,15 +115,16 @@ class Plan:
             print(f"# finished; its files are in {publish_run(run_dir, self.task, name)}", flush=True)
         return run_dir
 
-    def evaluate(self, label: str, run_dir: Path, rebuildable: bool = False) -> None:
+    def evaluate(self, label: str, run_dir: Path | str, rebuildable: bool = False) -> None:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
         evaluations: the final comparisons then reuse them, in this session or a later one. A `rebuildable` run
-        (ES: its update log rebuilds its weights) whose evaluations would not end by --stop-by leaves them to a
-        later invocation, which makes them when it passes the run again; a GRPO run's cannot wait."""
+        (ES: its update log rebuilds its weights; the base model) whose evaluations would not end by --stop-by
+        leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot."""
         if self.dry_run:
             return
-        if rebuildable and self.stop_by is not None and time.time() + evaluation_seconds() > self.stop_by:
-            print(f"# {label}: evaluations left for a later invocation (its update log rebuilds it)", flush=True)
+        late = self.stop_by is not None and time.time() + evaluation_estimate(self.task, label) > self.stop_by
+        if rebuildable and late:
+            print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
         for comparison in COMPARISONS:
             if comparison.includes(label):
@@ -242,6 +172,28 @@ def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...]
     )
 
 
+def probe_iterations(task: str) -> int:
+    """ES iterations at GRPO's number of completions: the probe's budget."""
+    completions = TASKS[task]["grpo_steps"] * 32 * 8  # batch_size x group_size completions per GRPO step
+    return completions // (16 * 32)  # population x batch_size completions per iteration
+
+
+def use_waiting_time(plan: Plan, stages: tuple[str, ...], grpo_runs: list[Path]) -> None:
+    """When GRPO's next run would not end by --stop-by, make what waits on no run still to come, each if it
+    fits: the probe (timed on this machine, like the finished GRPO runs), the base model's evaluations, then
+    the probe's. A later invocation finds them done (compare's cache keeps the evaluations)."""
+    if "probe" not in stages or plan.dry_run or not grpo_runs:
+        return
+    try:
+        probe = es(plan, PROBE, probe_iterations(plan.task), 0, timed_against=grpo_runs)
+    except OutOfTime as stopped:
+        print(f"# meanwhile: {stopped}", flush=True)
+        return
+    if "compare" in stages:
+        plan.evaluate("base", BASE_MODEL, rebuildable=True)
+    plan.evaluate(PROBE, probe, rebuildable=True)
+
+
 def grid_leader(grid: dict[str, Path]) -> str | None:
     """The setting of the finished grid run with the best final greedy eval reward (None before any finishes)."""
     finished = [setting for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()]
@@ -279,7 +231,8 @@ def main() -> None:
         metavar="HH:MM",
         help="start no run that would not end by then (estimated from finished runs; a GRPO run with its "
         "evaluations, which need its weights, an ES run without: they may wait for a later invocation, its "
-        "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session",
+        "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session. "
+        "Time too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
     args = parser.parse_args()
     plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by)
@@ -307,6 +260,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             grid[json.dumps(setting)] = grpo(plan, "grid/" + "-".join(setting.values()), setting, 0)
     except OutOfTime:
         evaluate_grid_leader(plan, grid)  # the grid spans sessions: evaluate its best run while its weights exist
+        use_waiting_time(plan, stages, [d for d in grid.values() if (d / "summary.json").is_file()])
         raise
     evaluate_grid_leader(plan, grid)
     if not all((d / "summary.json").is_file() for d in grid.values()):
@@ -317,18 +271,20 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     print(f"# GRPO setting: {best}", flush=True)
     grpo_runs = {0: grid[leader]}
     if "grpo" in stages:
-        for seed in SEEDS[1:]:
-            grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
-            plan.evaluate(f"grpo@{seed}", grpo_runs[seed])
+        try:
+            for seed in SEEDS[1:]:
+                grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
+                plan.evaluate(f"grpo@{seed}", grpo_runs[seed])
+        except OutOfTime:
+            use_waiting_time(plan, stages, list(grpo_runs.values()))
+            raise
     if "probe" not in stages:
         return
     walls = [summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
     timed = list(grpo_runs.values())
     grpo_steps = TASKS[args.task]["grpo_steps"]
-    completions = grpo_steps * 32 * 8  # batch_size x group_size completions per GRPO step
-    # population x batch_size completions per iteration
-    probe = es(plan, PROBE, completions // (16 * 32), 0, timed_against=timed)
+    probe = es(plan, PROBE, probe_iterations(args.task), 0, timed_against=timed)
     plan.evaluate(PROBE, probe, rebuildable=True)
     if "es" not in stages:
         return
@@ -350,7 +306,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     plan.evaluate("format:wall@0", control, rebuildable=True)
     if "compare" not in stages or plan.dry_run:
         return
-    entries: dict[str, Path | str] = {"base": "smollm2-135m-instruct"}
+    entries: dict[str, Path | str] = {"base": BASE_MODEL}
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})

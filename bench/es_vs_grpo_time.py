@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from es_vs_grpo_tasks import COMPARISONS, TASKS
+
 from seedcast.optimizer.machine import describe, machine_kind
 
 PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
@@ -45,6 +47,13 @@ def estimates() -> Estimates:
 def evaluation_seconds() -> float:
     """How long one run's held-out evaluations take on this machine."""
     return estimates().evaluation
+
+
+def evaluation_estimate(task: str, label: str) -> float:
+    """How long evaluating `label` takes: the machine's estimate for every comparison, in proportion to the
+    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 2/3 of the whole)."""
+    tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in COMPARISONS}
+    return evaluation_seconds() * sum(tokens[c] for c in COMPARISONS if c.includes(label)) / sum(tokens.values())
 
 
 def summary(run_dir: Path) -> dict:

@@ -174,3 +174,64 @@ def test_the_best_finished_grid_run_is_evaluated_as_grpo_at_0_before_the_grid_en
     assert evaluated == []
     es_vs_grpo.evaluate_grid_leader(plan, grid)
     assert evaluated == [("grpo@0", "high")]
+
+
+def test_an_evaluation_s_estimate_counts_the_completion_tokens_of_its_comparisons(monkeypatch):
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx2"})
+    everything = es_vs_grpo_time.evaluation_seconds()
+    assert es_vs_grpo_time.evaluation_estimate("countdown", "base") == pytest.approx(everything)
+    # The probe is only in the 32-token comparison: n 16 x 32 tokens of 16 x 32 + 4 x 64.
+    assert es_vs_grpo_time.evaluation_estimate("countdown", "es:completions@0") == pytest.approx(everything * 2 / 3)
+
+
+def _stage_recorder(plan, monkeypatch, probe_fits: bool) -> list[str]:
+    """Record the runs (`run:NAME`) and evaluations (`eval:LABEL`) the bench makes, without making them."""
+    made: list[str] = []
+
+    def fake_es(plan, name, iterations, seed, extra=(), timed_against=()):
+        if not probe_fits:
+            raise es_vs_grpo_time.OutOfTime(f"{name} would take about 20 min")
+        made.append(f"run:{name}:{iterations}")
+        return plan.folder / name
+
+    monkeypatch.setattr(es_vs_grpo, "es", fake_es)
+    monkeypatch.setattr(plan, "evaluate", lambda label, run_dir, rebuildable=False: made.append(f"eval:{label}"))
+    return made
+
+
+def test_time_before_stop_by_too_short_for_a_grpo_run_goes_to_the_probe_and_the_base_s_evaluations(
+    tmp_path, monkeypatch
+):
+    """grpo@1 would not end by --stop-by: the probe, the base's evaluations and the probe's are made meanwhile."""
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 3600)
+    made = _stage_recorder(plan, monkeypatch, probe_fits=True)
+    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
+    for name in ("3e-5-1.0", "1e-4-1.0"):
+        run_dir = plan.folder / "grid" / name
+        _write(run_dir / "summary.json", json.dumps({"method": "grpo", "steps": 4, "wall_seconds": 1.0}))
+        _write(run_dir / "metrics.jsonl", json.dumps({"eval_reward": 0.5 if name == "1e-4-1.0" else 0.4}))
+
+    def fake_grpo(plan, name, setting, seed, steps=None, init_from=None, timed_against=()):
+        if name.startswith("grid/"):
+            return plan.folder / name
+        raise es_vs_grpo_time.OutOfTime(f"{name} would take about 130 min with its evaluations")
+
+    monkeypatch.setattr(es_vs_grpo, "grpo", fake_grpo)
+    args = argparse.Namespace(task="countdown", until="compare", claims="claims.json")
+    with pytest.raises(es_vs_grpo_time.OutOfTime, match="grpo@1"):
+        es_vs_grpo.run_plan(plan, args)
+    assert made == ["eval:grpo@0", "run:es:completions@0:2", "eval:base", "eval:es:completions@0"]
+
+    made.clear()
+    with pytest.raises(es_vs_grpo_time.OutOfTime):
+        es_vs_grpo.run_plan(plan, argparse.Namespace(task="countdown", until="grpo", claims="claims.json"))
+    assert made == ["eval:grpo@0"]  # --until grpo: nothing of a later stage
+
+
+def test_a_probe_that_would_not_end_by_stop_by_is_not_started_meanwhile(tmp_path, monkeypatch):
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
+    made = _stage_recorder(plan, monkeypatch, probe_fits=False)
+    es_vs_grpo.use_waiting_time(plan, es_vs_grpo.STAGES, [tmp_path / "grid"])
+    assert made == []
+    es_vs_grpo.use_waiting_time(plan, es_vs_grpo.STAGES, [])  # no GRPO run finished: nothing is timed yet
+    assert made == []
