@@ -1,4 +1,5 @@
-"""`seedcast eval`: entropy by forward pass on a known distribution, and an end-to-end run."""
+"""`seedcast eval`: token entropy recorded while generating, against its definition and a known distribution, and an
+end-to-end run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from seedcast.inference_server.backends.base import Sampling
+from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.backends.hf import HFBackend
 from seedcast.optimizer.analysis.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
 from seedcast.optimizer.cli import main
@@ -25,29 +27,49 @@ def test_entropy_of_a_uniform_next_token_distribution_is_log_vocab(tiny_model_di
     assert completions[0].mean_entropy == pytest.approx(math.log(vocab), abs=1e-4)
 
 
-def test_entropy_ignores_padding_and_batching(tiny_model_dir):
+def _one_pass_entropies(model, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+    """The definition: one forward pass over prompt + completion, alone (no padding), token j's distribution at
+    position len(prompt) + j - 1, temperature 1."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt_ids + completion_ids])).logits[0].float()
+    log_probs = torch.log_softmax(logits[len(prompt_ids) - 1 : len(prompt_ids) + len(completion_ids) - 1], dim=-1)
+    return (-(log_probs.exp() * log_probs).sum(-1)).tolist()
+
+
+def test_entropy_recorded_while_generating_equals_one_forward_pass_over_prompt_and_completion(tiny_model_dir):
+    """Batched, left-padded, sampled at T = 0.7 with top-p: the recorded entropy is still the policy's own (T = 1,
+    no top-p), token by token, as a separate forward pass over each row alone measures it."""
     backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=1)
-    sampling = Sampling(temperature=1.0, max_new_tokens=6, samples_per_prompt=2, seed=4)
+    texts = backend.chat_texts(["Hi", "A much longer prompt that needs left padding in the batch"])
+    encoded = backend.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(3)
+    with torch.no_grad(), GenerationEntropy(backend.model) as recorder:
+        output = backend.model.generate(
+            **encoded, do_sample=True, temperature=0.7, top_p=0.9, max_new_tokens=6,
+            pad_token_id=backend.tokenizer.pad_token_id,
+        )  # fmt: skip
+    prompt_length = encoded["input_ids"].shape[1]
+    for row in range(len(texts)):
+        prompt_ids = encoded["input_ids"][row][encoded["attention_mask"][row].bool()].tolist()
+        completion_ids = output[row, prompt_length:].tolist()
+        expected = _one_pass_entropies(backend.model, prompt_ids, completion_ids)
+        recorded = torch.stack(recorder.steps, dim=1)[row, : len(completion_ids)].tolist()
+        assert recorded == pytest.approx(expected, abs=1e-4)
+        assert recorder.means([len(completion_ids)] * len(texts))[row] == pytest.approx(sum(expected) / 6, abs=1e-4)
+    assert recorder.means([2, 6])[0] == pytest.approx(float(torch.stack(recorder.steps[:2])[:, 0].mean()))
+    with pytest.raises(RuntimeError, match="forward calls"):
+        recorder.means([len(recorder.steps) + 1, 1])
+
+
+def test_recording_entropy_leaves_the_samples_unchanged(tiny_model_dir):
+    backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=1)
+    sampling = Sampling(temperature=1.0, max_new_tokens=6, samples_per_prompt=3, seed=4)
     prompts = ["Hi", "A much longer prompt that needs left padding in the batch"]
-    batched = backend.generate(prompts, sampling, with_entropy=True)
-    alone = [
-        backend.generate([prompt], Sampling(temperature=0.0, max_new_tokens=1), with_entropy=True) for prompt in prompts
-    ]
-    assert all(
-        c.mean_entropy is not None and 0 < c.mean_entropy <= math.log(backend.model.config.vocab_size) + 1e-4
-        for group in batched
-        for c in group
-    )
-    # the first completion token's entropy depends only on the prompt, whatever the padding
-    first_alone = [group[0][0].mean_entropy for group in alone]
-    encoded = backend.tokenizer(
-        backend.chat_texts(prompts), return_tensors="pt", padding=True, add_special_tokens=False
-    )
-    output = backend.model.generate(
-        **encoded, do_sample=False, max_new_tokens=1, pad_token_id=backend.tokenizer.pad_token_id
-    )
-    first_batched = backend.completion_entropies(output, encoded["attention_mask"], [1, 1], micro_batch=2)
-    assert first_batched == pytest.approx(first_alone, abs=1e-4)
+    plain = backend.generate(prompts, sampling)
+    with_entropy = backend.generate(prompts, sampling, with_entropy=True)
+    assert [[c.text for c in group] for group in with_entropy] == [[c.text for c in group] for group in plain]
+    assert all(c.mean_entropy is not None and c.mean_entropy > 0 for group in with_entropy for c in group)
+    assert not backend.model._forward_hooks  # the recorder is gone after generate
 
 
 def test_final_answer_extraction():

@@ -16,12 +16,14 @@ same noise draw, for the mirrored partner that usually follows on the same serve
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
 from seedcast.inference_server.backends.devices import pair_cache_by_default, resolve_device, resolve_dtype
+from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
     apply_update_terms,
@@ -197,7 +199,8 @@ class HFBackend:
     def _generate_chunk(self, texts: list[str], sampling: Sampling, with_entropy: bool = False) -> list[Completion]:
         encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = sampling.temperature <= 0
-        with torch.inference_mode():
+        entropy = GenerationEntropy(self.model)
+        with torch.inference_mode(), entropy if with_entropy else contextlib.nullcontext():
             output = self.model.generate(
                 **encoded,
                 do_sample=not greedy,
@@ -210,42 +213,11 @@ class HFBackend:
             )
         prompt_length = encoded["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
-        lengths = [row.index(eos) + 1 if eos in row else len(row) for row in output[:, prompt_length:].tolist()]
-        entropies = (
-            self.completion_entropies(output, encoded["attention_mask"], lengths)
-            if with_entropy
-            else [None] * len(lengths)
-        )
+        rows = output[:, prompt_length:].tolist()
+        lengths = [row.index(eos) + 1 if eos in row else len(row) for row in rows]
+        entropies = entropy.means(lengths) if with_entropy else [None] * len(lengths)
         results = []
-        for row, length, entropy in zip(output[:, prompt_length:].tolist(), lengths, entropies, strict=True):
+        for row, length, mean_entropy in zip(rows, lengths, entropies, strict=True):
             text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-            results.append(Completion(text=text, tokens=length, truncated=eos not in row, mean_entropy=entropy))
+            results.append(Completion(text=text, tokens=length, truncated=eos not in row, mean_entropy=mean_entropy))
         return results
-
-    def completion_entropies(
-        self, sequences: torch.Tensor, prompt_mask: torch.Tensor, lengths: list[int], micro_batch: int = 4
-    ) -> list[float]:
-        """Mean over each completion's tokens of the entropy (nats) of the full next-token distribution.
-
-        One forward pass over prompt + completion, at temperature 1 and before any top-p truncation, so
-        it measures the policy itself rather than the sampler. Micro-batches bound the logits' memory.
-        """
-        prompt_length = prompt_mask.shape[1]
-        completion_mask = torch.zeros(
-            sequences.shape[0], sequences.shape[1] - prompt_length, dtype=prompt_mask.dtype, device=prompt_mask.device
-        )
-        for row, length in enumerate(lengths):
-            completion_mask[row, :length] = 1
-        attention = torch.cat([prompt_mask, completion_mask], dim=1)
-        means = []
-        with torch.inference_mode():
-            for start in range(0, sequences.shape[0], micro_batch):
-                stop = start + micro_batch
-                logits = self.model(input_ids=sequences[start:stop], attention_mask=attention[start:stop]).logits
-                # The distribution of completion token j sits at position prompt_length + j - 1.
-                logits = logits[:, prompt_length - 1 : -1].float()
-                log_probs = torch.log_softmax(logits, dim=-1)
-                entropy = -(log_probs.exp() * log_probs).sum(-1)  # (batch, completion positions)
-                for offset, length in enumerate(lengths[start:stop]):
-                    means.append(float(entropy[offset, :length].mean()))
-        return means

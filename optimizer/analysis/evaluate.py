@@ -1,6 +1,6 @@
 """`seedcast eval`: n samples per problem through the inference servers, then what the ES papers
 measure — pass@k (unbiased estimator, bootstrap intervals over problems), the mean token entropy of
-the full next-token distribution (one forward pass on the servers), distinct final answers per
+the full next-token distribution (the logits the servers sample from, at temperature 1), distinct final answers per
 problem, completion length and truncation rate. Writes results.json and a pass@k plot.
 
     seedcast eval --model smollm2-135m-instruct --task synthetic --limit 64 --n 16 --out evals/base
@@ -129,7 +129,7 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
         "samples_per_problem": options.n,
         "pass_at_k": pass_rows,
         "mean_token_entropy": statistics.fmean(entropies) if entropies else None,
-        "entropy_estimate": "full next-token distribution, temperature 1, one forward pass" if entropies else None,
+        "entropy_estimate": "full next-token distribution, temperature 1" if entropies else None,
         "distinct_answers_per_problem": statistics.fmean(
             len({a for a in o.answers if a is not None}) for o in outcomes
         ),
