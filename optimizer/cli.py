@@ -43,7 +43,7 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus threshold (default: 1.0)")
     parser.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
-    parser.add_argument("--no-entropy", action="store_true", help="skip the entropy forward pass")
+    parser.add_argument("--no-entropy", action="store_true", help="skip the token entropy (recorded while generating)")
     parser.add_argument(
         "--exclude-training-seeds",
         default="",
