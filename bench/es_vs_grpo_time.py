@@ -27,16 +27,16 @@ class Estimates(NamedTuple):
     evaluation: float
 
 
-# On Countdown on 2-core CPUs. avx512_bf16 (level 1): all measured. AVX2 only, fp32 inference (level 8): the GRPO
-# step (808-894 s) and a GRPO run's evaluations (EVALUATION_AVX2) measured, ES scaled by a member's 3.9x
-# (3.0 s against 11.8 s, docs/performance.md). Other kinds take the slower row. Evaluations measured before entropy
-# was recorded while generating took about twice as long (avx512_bf16's 900 s, kept: an overestimate is safe).
+# On Countdown on 2-core CPUs. avx512_bf16 (level 1) and AVX2 only, fp32 inference (level 8): all measured (a GRPO step
+# 808-894 s, an ES-best iteration 320-326 s and 142 s of start-up and evals on the AVX2 probe). Other kinds take the
+# slower row. Evaluations measured before entropy was recorded while generating took about twice as long
+# (avx512_bf16's 900 s, kept: an overestimate is safe).
 EVALUATION_AVX2 = 2200.0  # grpo@0's two comparisons on level 8: 22 + 13 min of sampling (46 + 21 before)
 NATIVE_BF16 = Estimates(280.0, 50.0, 120.0, 900.0)
 ESTIMATES = {
     "amx_bf16": NATIVE_BF16,
     "avx512_bf16": NATIVE_BF16,
-    "avx2": Estimates(850.0, 195.0, 470.0, EVALUATION_AVX2),
+    "avx2": Estimates(850.0, 325.0, 150.0, EVALUATION_AVX2),
 }
 
 
