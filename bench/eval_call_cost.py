@@ -7,7 +7,7 @@ server does), and with the former second forward pass over prompt + completion (
 with 4× the problems per call. Prints a table (median seconds over --repeats, completions per second) and the
 largest difference between the two entropy estimates.
 
-    python bench/eval_call_cost.py                     # about 8 min on a 2-core CPU
+    python bench/eval_call_cost.py                     # about 6 min on a 2-core AVX2 CPU
     python bench/eval_call_cost.py --repeats 3 --tokens 64 --json cost.json
 """
 
