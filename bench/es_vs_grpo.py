@@ -280,6 +280,9 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             raise
     if "probe" not in stages:
         return
+    if not all(summary(d) for d in grpo_runs.values()):  # a dry run before GRPO's seeds exist
+        print("# later stages depend on the wall time of GRPO's seeds", flush=True)
+        return
     walls = [summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
     grpo_wall = sum(walls) / len(walls)
     timed = list(grpo_runs.values())

@@ -235,3 +235,16 @@ def test_a_probe_that_would_not_end_by_stop_by_is_not_started_meanwhile(tmp_path
     assert made == []
     es_vs_grpo.use_waiting_time(plan, es_vs_grpo.STAGES, [])  # no GRPO run finished: nothing is timed yet
     assert made == []
+
+
+def test_a_dry_run_prints_no_es_budget_before_grpo_s_seeds_have_run(tmp_path, monkeypatch, capsys):
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=True)
+    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
+    for name in ("3e-5-1.0", "1e-4-1.0"):
+        run_dir = plan.folder / "grid" / name
+        _write(run_dir / "summary.json", json.dumps({"method": "grpo", "steps": 4, "wall_seconds": 3000.0}))
+        _write(run_dir / "metrics.jsonl", json.dumps({"eval_reward": 0.5}))
+    es_vs_grpo.run_plan(plan, argparse.Namespace(task="countdown", until="compare", claims="claims.json"))
+    printed = capsys.readouterr().out
+    assert "grpo@1" in printed and "grpo@2" in printed
+    assert "iterations=" not in printed and "wall time of GRPO's seeds" in printed
