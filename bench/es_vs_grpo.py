@@ -122,8 +122,7 @@ class Plan:
         leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot."""
         if self.dry_run:
             return
-        late = self.stop_by is not None and time.time() + evaluation_estimate(self.task, label) > self.stop_by
-        if rebuildable and late:
+        if rebuildable and self.stop_by and time.time() + evaluation_estimate(self.task, label) > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
         for comparison in COMPARISONS:

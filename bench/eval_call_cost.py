@@ -22,6 +22,7 @@ import torch
 
 from seedcast.evaluators.countdown import COUNTDOWN_INSTRUCTION, countdown_problems
 from seedcast.inference_server.backends.base import Sampling
+from seedcast.inference_server.backends.entropy import GenerationEntropy, token_entropy
 from seedcast.inference_server.backends.hf import HFBackend
 from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.optimizer.eval_set import prompt_text
@@ -30,8 +31,6 @@ from seedcast.optimizer.eval_set import prompt_text
 def one_pass_entropies(backend: HFBackend, texts: list[str], sampling: Sampling) -> tuple[list[float], list[float]]:
     """Generate, then the former estimate: a forward pass over prompt + completion in micro-batches of 4.
     Returns (one-pass means, recorded means) for the same completions."""
-    from seedcast.inference_server.backends.entropy import GenerationEntropy
-
     encoded = backend.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     torch.manual_seed(sampling.seed)
     with torch.inference_mode(), GenerationEntropy(backend.model) as recorder:
@@ -49,8 +48,7 @@ def one_pass_entropies(backend: HFBackend, texts: list[str], sampling: Sampling)
     with torch.inference_mode():
         for start in range(0, output.shape[0], 4):
             logits = backend.model(input_ids=output[start : start + 4], attention_mask=attention[start : start + 4])
-            log_probs = torch.log_softmax(logits.logits[:, prompt_length - 1 : -1].float(), dim=-1)
-            entropy = -(log_probs.exp() * log_probs).sum(-1)
+            entropy = token_entropy(logits.logits[:, prompt_length - 1 : -1])
             means += [float(entropy[i, :length].mean()) for i, length in enumerate(lengths[start : start + 4])]
     return means, recorder.means(lengths)
 

@@ -13,6 +13,12 @@ from __future__ import annotations
 import torch
 
 
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of the distributions the last dimension's logits define, at temperature 1, in float32."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    return -(log_probs.exp() * log_probs).sum(-1)
+
+
 class GenerationEntropy:
     """A context manager around `model.generate`: afterwards `means(lengths)` gives each row's mean token entropy
     over its first `length` completion tokens (positions past a row's end, padding after its EOS, are ignored)."""
@@ -31,8 +37,7 @@ class GenerationEntropy:
         self._handle.remove()
 
     def _record(self, module, args, output) -> None:
-        log_probs = torch.log_softmax(output.logits[:, -1].float(), dim=-1)
-        self.steps.append(-(log_probs.exp() * log_probs).sum(-1))
+        self.steps.append(token_entropy(output.logits[:, -1]))
 
     def means(self, lengths: list[int]) -> list[float]:
         """Mean entropy over each row's completion tokens (token j's distribution comes from forward call j)."""
