@@ -109,7 +109,10 @@ def test_mirrored_pairs_stay_on_one_server_and_the_tail_is_shared():
     reports = asyncio.run(main())
     assert sorted(reports) == list(range(12))
     same = sum(reports[2 * k].server == reports[2 * k + 1].server for k in range(6))
-    assert same >= 5, {i: r.server for i, r in reports.items()}  # only a claimed partner at the tail may move
+    # Only a claimed partner may move, and only once the queue is empty: then each server holds at most one, and
+    # an idle server (holding none) can take those of the other two. So at most 2 of the 6 pairs split, however
+    # the servers' timings skew on a loaded machine; without claiming, most pairs would split.
+    assert same >= 6 - 2, {i: r.server for i, r in reports.items()}
     assert len({r.server for r in reports.values()}) == 3
 
 
