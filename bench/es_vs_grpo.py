@@ -24,8 +24,9 @@ settings, e.g. another wall-time budget, is made again):
    from, nor any run's in-training eval, which picked GRPO's setting; problems a training seed could draw are
    dropped in code), n = 16 at T = 1 at the training token budget, writing the task's part of
    docs/results/claims.json; then again at 64 new tokens (n = 4, base, GRPO, ES at equal wall time and the
-   control), where the base is rarely cut off, as `TASK-64-tokens`. Countdown runs at level 8 (two numbers up
-   to 50): level 1's 251 problems are all in every training stream, so nothing there can be held out.
+   control), where the base is rarely cut off, as `TASK-64-tokens`; on Countdown also greedily (one answer
+   per problem, T = 0, every run; a report without claims). Countdown runs at level 8 (two numbers up to 50):
+   level 1's 251 problems are all in every training stream, so nothing there can be held out.
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. What survives a fresh
 checkout is what is committed (bench/es_vs_grpo_files.py): each finished run's files except weights, copied to
@@ -57,13 +58,13 @@ from pathlib import Path
 from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
 from es_vs_grpo_tasks import (
     BASE_MODEL,
-    COMPARISONS,
     ES_CONFIG,
     GRPO_CONFIG,
     SEEDS,
     TASKS,
     Comparison,
     compare_command,
+    comparisons,
 )
 from es_vs_grpo_time import (
     PROBE,
@@ -125,7 +126,7 @@ class Plan:
         if rebuildable and self.stop_by and time.time() + evaluation_estimate(self.task, label) > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
-        for comparison in COMPARISONS:
+        for comparison in comparisons(self.task):
             if comparison.includes(label):
                 out = self.folder / comparison.folder
                 seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
@@ -208,11 +209,13 @@ def evaluate_grid_leader(plan: Plan, grid: dict[str, Path]) -> None:
 
 
 def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
-    """`seedcast compare` of the comparison's entries on the task's held-out problems, writing its claims."""
+    """`seedcast compare` of the comparison's entries on the task's held-out problems, writing its claims (if it
+    has a part of the claims file)."""
     labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
     out = plan.folder / comparison.folder
-    claims_task = plan.task + comparison.claims_suffix
-    seedcast([*compare_command(plan.task, comparison, labelled, out), "--claims", claims, "--claims-task", claims_task])
+    claimed = comparison.claims_suffix is not None
+    claims_args = ["--claims", claims, "--claims-task", f"{plan.task}{comparison.claims_suffix}"] if claimed else []
+    seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args])
     print(f"# compared; report and evaluations in {publish_compare(out, plan.task)}", flush=True)
 
 
@@ -313,7 +316,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
     entries.update({"hybrid@0": hybrid, "format:wall@0": control})
-    for comparison in COMPARISONS:
+    for comparison in comparisons(args.task):
         compare(plan, comparison, entries, args.claims)
 
 

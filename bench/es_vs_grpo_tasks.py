@@ -53,16 +53,22 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 @dataclass(frozen=True)
 class Comparison:
     """One `seedcast compare` of the bench, on held-out problems: its folder under OUT/TASK, the name of its part
-    of the claims file, its token budget and samples per problem, and which labels it compares (all when None)."""
+    of the claims file (None: a report without claims), its token budget, samples per problem and temperature,
+    which labels it compares (all when None) and on which tasks (all when None)."""
 
     folder: str
-    claims_suffix: str
+    claims_suffix: str | None
     tokens: int | None  # None: the task's training budget
     n: int
     labels: tuple[str, ...] | None = None
+    temperature: float = 1.0
+    tasks: tuple[str, ...] | None = None
 
     def includes(self, label: str) -> bool:
         return self.labels is None or label.split("@")[0] in self.labels
+
+    def applies_to(self, task: str) -> bool:
+        return self.tasks is None or task in self.tasks
 
 
 COMPARISONS = (
@@ -75,7 +81,16 @@ COMPARISONS = (
         LONG_SAMPLES,
         ("base", "grpo", "es:wall", "format:wall"),
     ),
+    # Greedy, one answer per problem: what the runs' in-training eval measures, here on held-out problems. A
+    # report, no claims (the claims are about sampling: pass@k, entropy). Countdown only: the synthetic task's
+    # GRPO weights were gone before it was added, and a GRPO run is evaluated only while its weights exist.
+    Comparison("compare-greedy", None, None, 1, temperature=0.0, tasks=("countdown",)),
 )
+
+
+def comparisons(task: str) -> tuple[Comparison, ...]:
+    """The comparisons the bench makes on `task`."""
+    return tuple(c for c in COMPARISONS if c.applies_to(task))
 
 
 def compare_command(task: str, comparison: Comparison, entries: list[str], out: Path) -> list[str]:
@@ -87,5 +102,6 @@ def compare_command(task: str, comparison: Comparison, entries: list[str], out: 
         *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
         *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
         *("--exclude-training-seeds", ",".join(map(str, SEEDS))),
+        *(["--temperature", f"{comparison.temperature:g}"] if comparison.temperature != 1.0 else []),
         *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
     ]

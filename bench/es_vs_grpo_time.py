@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from es_vs_grpo_tasks import COMPARISONS, TASKS
+from es_vs_grpo_tasks import TASKS, comparisons
 
 from seedcast.optimizer.machine import describe, machine_kind
 
@@ -31,7 +31,7 @@ class Estimates(NamedTuple):
 # 808-894 s, an ES-best iteration 320-326 s and 142 s of start-up and evals on the AVX2 probe). Other kinds take the
 # slower row. Evaluations measured before entropy was recorded while generating took about twice as long
 # (avx512_bf16's 900 s, kept: an overestimate is safe).
-EVALUATION_AVX2 = 2200.0  # grpo@0's two comparisons on level 8: 22 + 13 min of sampling (46 + 21 before)
+EVALUATION_AVX2 = 2450.0  # level 8, a GRPO run's three comparisons: 22 + 13 + 4 (greedy) min of sampling
 NATIVE_BF16 = Estimates(280.0, 50.0, 120.0, 900.0)
 ESTIMATES = {
     "amx_bf16": NATIVE_BF16,
@@ -53,8 +53,8 @@ def evaluation_seconds() -> float:
 def evaluation_estimate(task: str, label: str) -> float:
     """How long evaluating `label` takes: the machine's estimate for every comparison, in proportion to the
     completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 2/3 of the whole)."""
-    tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in COMPARISONS}
-    return evaluation_seconds() * sum(tokens[c] for c in COMPARISONS if c.includes(label)) / sum(tokens.values())
+    tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
+    return evaluation_seconds() * sum(n for c, n in tokens.items() if c.includes(label)) / sum(tokens.values())
 
 
 def summary(run_dir: Path) -> dict:

@@ -94,7 +94,7 @@ def test_the_synthetic_comparisons_are_the_committed_ones():
         "hybrid@0": "runs/es-vs-grpo/synthetic/hybrid@0",
         "format:wall@0": "runs/es-vs-grpo/synthetic/format:wall@0",
     }
-    for comparison in es_vs_grpo.COMPARISONS:
+    for comparison in es_vs_grpo.comparisons("synthetic"):
         report = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / "synthetic" / comparison.folder / "report.md"
         line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
         committed = shlex.split(line.removeprefix("Command: ").strip("`"))
@@ -144,10 +144,10 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     assert commands == []
     plan.evaluate("grpo@1", tmp_path / "grpo")
-    assert len(commands) == 2 and all("--evaluate-only" in command for command in commands)  # both comparisons
+    assert len(commands) == 3 and all("--evaluate-only" in command for command in commands)  # every comparison
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
-    assert len(commands) == 4
+    assert len(commands) == 6
 
 
 def test_stop_by_takes_a_time_of_day_still_to_come():
@@ -180,8 +180,11 @@ def test_an_evaluation_s_estimate_counts_the_completion_tokens_of_its_comparison
     monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx2"})
     everything = es_vs_grpo_time.evaluation_seconds()
     assert es_vs_grpo_time.evaluation_estimate("countdown", "base") == pytest.approx(everything)
-    # The probe is only in the 32-token comparison: n 16 x 32 tokens of 16 x 32 + 4 x 64.
-    assert es_vs_grpo_time.evaluation_estimate("countdown", "es:completions@0") == pytest.approx(everything * 2 / 3)
+    # The probe is in the 32-token and the greedy comparisons: n 16 x 32 + 1 x 32 tokens of 16 x 32 + 4 x 64 + 1 x 32.
+    assert es_vs_grpo_time.evaluation_estimate("countdown", "es:completions@0") == pytest.approx(everything * 544 / 800)
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:completions@0") == pytest.approx(
+        es_vs_grpo_time.evaluation_seconds() * 256 / (256 + 256)  # 16 x 16 of 16 x 16 + 4 x 64
+    )
 
 
 def _stage_recorder(plan, monkeypatch, probe_fits: bool) -> list[str]:
@@ -248,3 +251,27 @@ def test_a_dry_run_prints_no_es_budget_before_grpo_s_seeds_have_run(tmp_path, mo
     printed = capsys.readouterr().out
     assert "grpo@1" in printed and "grpo@2" in printed
     assert "iterations=" not in printed and "wall time of GRPO's seeds" in printed
+
+
+def test_countdown_is_also_compared_greedily_on_held_out_problems_without_claims(tmp_path, monkeypatch):
+    """The greedy comparison: one answer per problem at temperature 0, on Countdown only, and a report without a
+    part of the claims file (the claims are about sampling)."""
+    assert [c.folder for c in es_vs_grpo.comparisons("synthetic")] == ["compare", "compare-64-tokens"]
+    greedy = es_vs_grpo.comparisons("countdown")[-1]
+    command = es_vs_grpo.compare_command("countdown", greedy, ["grpo@1=runs/x"], Path("out"))
+    flags = {command[i]: command[i + 1] for i in range(len(command) - 1) if command[i].startswith("--")}
+    assert (flags["--n"], flags["--k"], flags["--temperature"], flags["--max-tokens"]) == ("1", "1", "0", "32")
+    sampled = es_vs_grpo.compare_command("countdown", es_vs_grpo.comparisons("countdown")[0], [], Path("out"))
+    assert "--temperature" not in sampled  # compare's default, 1.0: the committed evaluations' options unchanged
+
+    commands = []
+    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    monkeypatch.setattr(es_vs_grpo, "publish_compare", lambda out, task: out)
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False)
+    for comparison in es_vs_grpo.comparisons("countdown"):
+        es_vs_grpo.compare(plan, comparison, {"base": "smollm2-135m-instruct"}, "claims.json")
+    assert [c[c.index("--claims-task") + 1] if "--claims" in c else None for c in commands] == [
+        "countdown",
+        "countdown-64-tokens",
+        None,
+    ]
