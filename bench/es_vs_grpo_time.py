@@ -52,7 +52,7 @@ def evaluation_seconds() -> float:
 
 def evaluation_estimate(task: str, label: str) -> float:
     """How long evaluating `label` takes: the machine's estimate for every comparison, in proportion to the
-    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 2/3 of the whole)."""
+    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800)."""
     tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
     return evaluation_seconds() * sum(n for c, n in tokens.items() if c.includes(label)) / sum(tokens.values())
 
