@@ -282,11 +282,11 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             raise
     if "probe" not in stages:
         return
-    if not all(summary(d) for d in grpo_runs.values()):  # a dry run before GRPO's seeds exist
+    summaries = [summary(d) for d in grpo_runs.values()]
+    if not all(summaries):  # a dry run before GRPO's seeds exist
         print("# later stages depend on the wall time of GRPO's seeds", flush=True)
         return
-    walls = [summary(d).get("wall_seconds", 0.0) for d in grpo_runs.values()]
-    grpo_wall = sum(walls) / len(walls)
+    grpo_wall = sum(s["wall_seconds"] for s in summaries) / len(summaries)
     timed = list(grpo_runs.values())
     grpo_steps = TASKS[args.task]["grpo_steps"]
     probe = es(plan, PROBE, probe_iterations(args.task), 0, timed_against=timed)
