@@ -36,12 +36,12 @@ docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL; commit both as soon as a ru
 into OUT first, so a later session neither trains a finished run again nor needs a GRPO run's weights. Wall
 time is only comparable on one kind of machine: a run whose budget matches other runs' wall time is made only
 where they were timed (summary.json records the machine), and the bench stops with both machines named if not.
-With `--stop-by HH:MM` it starts no run that would not end by then (estimated from the task's finished runs,
-else from bench/es_vs_grpo_time.py's per-machine defaults): a run cut short by the end of a session is lost. A
-GRPO run's estimate counts its evaluations; an ES run's evaluations may wait for a later invocation, as its
-update log rebuilds its weights. When GRPO's next run would not fit, the time left goes to what waits on no run
-still to come, each if it fits: the probe, the base model's evaluations, the probe's evaluations. Task settings
-and comparisons: bench/es_vs_grpo_tasks.py.
+With `--stop-by HH:MM` (the next such time, within 12 hours: past midnight too) it starts no run that would not
+end by then (estimated from the task's finished runs, else from bench/es_vs_grpo_time.py's per-machine defaults):
+a run cut short by the end of a session is lost. A GRPO run's estimate counts its evaluations; an ES run's
+evaluations may wait for a later invocation, as its update log rebuilds its weights. When GRPO's next run would
+not fit, the time left goes to what waits on no run still to come, each if it fits: the probe, the base model's
+evaluations, the probe's evaluations. Task settings and comparisons: bench/es_vs_grpo_tasks.py.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def main() -> None:
         type=stop_time,
         default=None,
         metavar="HH:MM",
-        help="start no run that would not end by then (estimated from finished runs; a GRPO run with its "
+        help="start no run that would not end by the next HH:MM (estimated from finished runs; a GRPO run with its "
         "evaluations, which need its weights, an ES run without: they may wait for a later invocation, its "
         "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session. "
         "Time too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
@@ -87,15 +87,23 @@ def es_seconds(folder: Path, iterations: int) -> float:
     return fixed + probe["wall_seconds"] / probe["steps"] * iterations
 
 
-def stop_time(text: str) -> float:
-    """`HH:MM` today (local time) as a timestamp, for --stop-by."""
+def stop_time(text: str, now: datetime | None = None) -> float:
+    """The next `HH:MM` (local time) as a timestamp, for --stop-by: today's, or tomorrow's once today's has passed,
+    so a session that crosses midnight can stop after it. A time more than 12 hours away is refused as a likely
+    typo (a session lasts hours), which also catches a time that passed a moment ago."""
+    now = now or datetime.now()
     try:
         hours, minutes = (int(part) for part in text.split(":"))
-        moment = datetime.now().replace(hour=hours, minute=minutes, second=0, microsecond=0)
+        moment = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--stop-by takes HH:MM (local time today), got {text!r}") from error
-    if moment <= datetime.now():
-        raise argparse.ArgumentTypeError(f"--stop-by {text} has passed")
+        raise argparse.ArgumentTypeError(f"--stop-by takes HH:MM (local time), got {text!r}") from error
+    if moment <= now:
+        moment += timedelta(days=1)
+    if moment - now > timedelta(hours=12):
+        raise argparse.ArgumentTypeError(
+            f"--stop-by {text} is {(moment - now) / timedelta(hours=1):.1f} h away (or has just passed); "
+            "give a time within the next 12 hours"
+        )
     return moment.timestamp()
 
 

@@ -150,12 +150,16 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
     assert len(commands) == 6
 
 
-def test_stop_by_takes_a_time_of_day_still_to_come():
+def test_stop_by_takes_the_next_time_of_day_within_12_hours():
+    evening = datetime(2026, 12, 1, 22, 15, 30)
     with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
-        es_vs_grpo_time.stop_time("half past")
-    if datetime.now() > datetime.now().replace(hour=0, minute=1):
-        with pytest.raises(argparse.ArgumentTypeError, match="has passed"):
-            es_vs_grpo_time.stop_time("00:00")
+        es_vs_grpo_time.stop_time("half past", now=evening)
+    assert es_vs_grpo_time.stop_time("23:40", now=evening) == datetime(2026, 12, 1, 23, 40).timestamp()
+    assert es_vs_grpo_time.stop_time("00:50", now=evening) == datetime(2026, 12, 2, 0, 50).timestamp()  # after midnight
+    with pytest.raises(argparse.ArgumentTypeError, match="has just passed"):
+        es_vs_grpo_time.stop_time("22:14", now=evening)
+    with pytest.raises(argparse.ArgumentTypeError, match="12 hours"):
+        es_vs_grpo_time.stop_time("11:00", now=evening)
 
 
 def test_the_best_finished_grid_run_is_evaluated_as_grpo_at_0_before_the_grid_ends(tmp_path, monkeypatch):
