@@ -171,16 +171,23 @@ def candidate_expressions(completion: str) -> list[str]:
     return candidates
 
 
-def final_expression(completion: str) -> tuple[Fraction, list[int]] | None:
-    """The reply's answer: its last expression that parses and applies an operator; None when it has none."""
+def answer_expression(completion: str) -> tuple[str, Fraction, list[int]] | None:
+    """The reply's answer: its last expression that parses and applies an operator, as (text, value, numbers
+    used); None when it has none."""
     for candidate in candidate_expressions(completion):
         try:
             value, used = evaluate_expression(candidate)
         except ExpressionError:
             continue
         if len(used) >= 2:
-            return value, used
+            return candidate, value, used
     return None
+
+
+def final_expression(completion: str) -> tuple[Fraction, list[int]] | None:
+    """The value and numbers of the reply's answer (`answer_expression`); None when it has none."""
+    answer = answer_expression(completion)
+    return None if answer is None else answer[1:]
 
 
 def countdown_reward(completion: str, reference: str) -> float | None:
