@@ -72,7 +72,8 @@ def operations_table(rows: list[dict]) -> dict:
 
 
 def markdown(tables: dict[str, dict]) -> str:
-    """One row per model: accuracy by the operation the target needs, then the operators its answers use."""
+    """One row per model: accuracy by the operation the target needs, then the operators its answers use. The
+    tables are of one comparison's evaluations (the same problems): the header's problem counts are the first's."""
     order = {operation: index for index, operation in enumerate(OPERATIONS)}
     found = {kind for table in tables.values() for kind in table["accuracy_by_needed_operation"]}
     kinds = sorted(found, key=lambda kind: (len(kind) > 1, [order.get(c, len(order)) for c in kind]))  # single first
