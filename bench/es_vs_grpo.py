@@ -89,8 +89,11 @@ def seedcast(command: list[str]) -> None:
 class Plan:
     """The runs of one task under OUT/TASK; `run` skips finished ones and prints every command."""
 
-    def __init__(self, task: str, out: Path, dry_run: bool, stop_by: float | None = None) -> None:
+    def __init__(
+        self, task: str, out: Path, dry_run: bool, stop_by: float | None = None, runs_first: bool = False
+    ) -> None:
         self.task, self.folder, self.dry_run, self.stop_by = task, out / task, dry_run, stop_by
+        self.runs_first = runs_first
         self.task_overrides = TASKS[task]["overrides"]
 
     def run(
@@ -120,8 +123,12 @@ class Plan:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
         evaluations: the final comparisons then reuse them, in this session or a later one. A `rebuildable` run
         (ES: its update log rebuilds its weights; the base model) whose evaluations would not end by --stop-by
-        leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot."""
+        leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot.
+        With `runs_first` (--runs-first) a rebuildable run's evaluations always wait."""
         if self.dry_run:
+            return
+        if rebuildable and self.runs_first:
+            print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
             return
         if rebuildable and self.stop_by and time.time() + evaluation_estimate(self.task, label) > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
@@ -236,8 +243,15 @@ def main() -> None:
         "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session. "
         "Time too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
+    parser.add_argument(
+        "--runs-first",
+        action="store_true",
+        help="leave the evaluations of ES runs and the base model (their weights can be rebuilt) to an invocation "
+        "without this flag, so the session's time goes to runs first: a timed run needs the machine alone, an "
+        "evaluation can share it (with tests, say)",
+    )
     args = parser.parse_args()
-    plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by)
+    plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by, args.runs_first)
     try:
         run_plan(plan, args)
     except OutOfTime as stopped:

@@ -150,6 +150,18 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
     assert len(commands) == 6
 
 
+def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_grpo_run_s(tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None, runs_first=True)
+    plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
+    plan.evaluate("base", "smollm2-135m-instruct", rebuildable=True)
+    assert commands == []
+    plan.evaluate("grpo@1", tmp_path / "grpo")
+    assert len(commands) == 3
+
+
 def test_stop_by_takes_the_next_time_of_day_within_12_hours():
     evening = datetime(2026, 12, 1, 22, 15, 30)
     with pytest.raises(argparse.ArgumentTypeError, match="HH:MM"):
