@@ -246,9 +246,9 @@ def main() -> None:
     parser.add_argument(
         "--runs-first",
         action="store_true",
-        help="leave the evaluations of ES runs and the base model (their weights can be rebuilt) to an invocation "
-        "without this flag, so the session's time goes to runs first: a timed run needs the machine alone, an "
-        "evaluation can share it (with tests, say)",
+        help="leave the evaluations of ES runs and the base model (their weights can be rebuilt), and the final "
+        "comparisons, to an invocation without this flag, so the session's time goes to runs first: a timed run "
+        "needs the machine alone, an evaluation can share it (with tests, say)",
     )
     args = parser.parse_args()
     plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by, args.runs_first)
@@ -324,6 +324,9 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     control = es(plan, "format:wall@0", wall_iterations, 0, reward, timed_against=timed)
     plan.evaluate("format:wall@0", control, rebuildable=True)
     if "compare" not in stages or plan.dry_run:
+        return
+    if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
+        print("# every run is done: run the bench again without --runs-first to evaluate and compare", flush=True)
         return
     entries: dict[str, Path | str] = {"base": BASE_MODEL}
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})

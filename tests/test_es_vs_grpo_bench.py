@@ -291,3 +291,26 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems_without_claims
         "countdown-64-tokens",
         None,
     ]
+
+
+def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path, monkeypatch, capsys):
+    def finished_run(plan, name, *args, **kwargs):
+        run_dir = plan.folder / name
+        _write(run_dir / "summary.json", json.dumps({"method": "grpo", "steps": 2, "wall_seconds": 600.0}))
+        _write(run_dir / "metrics.jsonl", json.dumps({"eval_reward": 0.5}))
+        return run_dir
+
+    compared, evaluated = [], []
+    monkeypatch.setattr(es_vs_grpo, "grpo", finished_run)
+    monkeypatch.setattr(es_vs_grpo, "es", finished_run)
+    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
+    monkeypatch.setattr(es_vs_grpo, "seedcast", evaluated.append)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: compared.append(args))
+    arguments = argparse.Namespace(task="countdown", until="compare", claims="claims.json")
+    es_vs_grpo.run_plan(es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, runs_first=True), arguments)
+    assert compared == [] and "without --runs-first" in capsys.readouterr().out
+    labels = {part.split("=")[0] for command in evaluated for part in command if "=" in part and part[0] != "-"}
+    assert labels == {"grpo@0", "grpo@1", "grpo@2", "hybrid@0"}  # GRPO runs' evaluations only: their weights go
+    es_vs_grpo.run_plan(es_vs_grpo.Plan("countdown", tmp_path, dry_run=False), arguments)
+    assert len(compared) == len(es_vs_grpo.comparisons("countdown"))
