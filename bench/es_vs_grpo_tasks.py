@@ -31,7 +31,9 @@ TASKS = {
             f"task.countdown_difficulty={COUNTDOWN_LEVEL}",
             "sampling.max_new_tokens=32",
         ],
-        "eval_overrides": [f"task.countdown_difficulty={COUNTDOWN_LEVEL}"],  # compare's --task names the dataset
+        # compare's --task names the dataset; level 8's evaluations are all float32 (made on an AVX2-only machine,
+        # where dtype=auto serves it), so they stay float32 on a machine with native bf16 too: one dtype a comparison
+        "eval_overrides": [f"task.countdown_difficulty={COUNTDOWN_LEVEL}", "model.dtype=float32"],
         "max_tokens": 32,
         "format_evaluator": "format-countdown",
         "grid": COUNTDOWN_GRID,

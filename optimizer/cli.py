@@ -140,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
             "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."
         ),
     )
-    evaluate.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*)")
+    evaluate.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="config overrides (task.*, fleet.*, model.dtype...)"
+    )
     evaluate.add_argument(
         "--model",
         default="smollm2-135m-instruct",
@@ -183,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="config override for every evaluation (task.*, fleet.*), repeatable; e.g. "
-        "--set task.countdown_difficulty=8 evaluates Countdown's level 8",
+        help="config override for every evaluation (task.*, fleet.*, model.dtype...), repeatable; e.g. "
+        "--set task.countdown_difficulty=8 evaluates Countdown's level 8, --set model.dtype=float32 samples in "
+        "float32 where dtype=auto would serve bf16 (keep one dtype across a comparison's cached evaluations)",
     )
     compare.add_argument(
         "--claims",

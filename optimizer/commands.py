@@ -167,7 +167,7 @@ def compare(args: argparse.Namespace) -> int:
             + "; ".join(uncovered)
             + ". Exclude those seeds too, or evaluate on the problem set the runs trained on (--task, --set)"
         )
-    evaluate_entries(entries, out, make_config, options, dataset_record(checked))
+    evaluate_entries(entries, out, make_config, options, dataset_record(checked), checked.model.dtype)
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
     if args.evaluate_only:

@@ -146,6 +146,16 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
     )
     assert all(c["verdict"] in ("reproduced", "not reproduced", "mixed") for c in checked.values())
     assert "Parameter geometry" not in (out / "report.md").read_text()
+    # A cache is reused whatever dtype `auto` served; a dtype asked for by name is sampled in that very one.
+    recorded_dtype = json.loads(cached.read_text())["inference"]["dtype"]
+    other = "bfloat16" if recorded_dtype == "float32" else "float32"
+    assert main([*args, "--no-geometry", "--set", f"model.dtype={other}"]) == 0
+    assert cached.stat().st_mtime_ns != before and json.loads(cached.read_text())["inference"]["dtype"] == other
+    before = cached.stat().st_mtime_ns
+    assert main([*args, "--no-geometry", "--set", f"model.dtype={other}"]) == 0
+    assert main([*args, "--no-geometry"]) == 0
+    assert cached.stat().st_mtime_ns == before
+    assert f"Every entry sampled with hf on cpu, {other}." in (out / "report.md").read_text()
     # Other problems (a config override) are evaluated again, never served from the cache made for these.
     assert json.loads(cached.read_text())["dataset"]["synthetic_difficulty"] == 2
     assert main([*args, "--no-geometry", "--set", "task.synthetic_difficulty=1"]) == 0

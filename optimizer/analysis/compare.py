@@ -191,11 +191,17 @@ def _cache_matches(folder: Path, entry: Entry) -> bool:
     return recorded.is_file() and json.loads(recorded.read_text()).get("identity") == entry_identity(entry)
 
 
-def evaluate_entries(entries: list[Entry], out: Path, make_config, options, dataset: dict) -> None:
+def _cached_dtype_serves(recorded: dict, dtype: str) -> bool:
+    """Whether a cached evaluation was sampled in the dtype asked for: any, under `auto` (a cache made on another
+    kind of machine is reused, and the report flags mixed inference); else the very one (`--set model.dtype=...`)."""
+    return dtype == "auto" or (recorded.get("inference") or {}).get("dtype") == dtype
+
+
+def evaluate_entries(entries: list[Entry], out: Path, make_config, options, dataset: dict, dtype: str = "auto") -> None:
     """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals/LABEL, reused only
     for the same weights, made with the same options on the same problems, `dataset` as
-    `evaluate.dataset_record` gives it). A cache outlives the weights: a GRPO run whose model/ is gone is still
-    compared through it."""
+    `evaluate.dataset_record` gives it, in the inference `dtype` asked for unless `auto`). A cache outlives the
+    weights: a GRPO run whose model/ is gone is still compared through it."""
     from dataclasses import asdict
 
     from seedcast.optimizer.analysis.evaluate import run_eval
@@ -208,7 +214,8 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options, data
         cached = folder / "results.json"
         recorded = json.loads(cached.read_text()) if cached.is_file() else {}
         same_run = _cache_matches(folder, entry)
-        if same_run and recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset:
+        same_sampling = recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset
+        if same_run and same_sampling and _cached_dtype_serves(recorded, dtype):
             log.info("%s: reusing %s", entry.label, cached)
         else:
             log.info("%s: evaluating %s", entry.label, entry.path)
