@@ -83,26 +83,29 @@ def test_machine_kind_names_what_sets_inference_speed():
     assert describe(None) == "unrecorded"
 
 
-def test_the_synthetic_comparisons_are_the_committed_ones():
-    """The bench's compare commands reproduce the committed synthetic reports (entries, problems, samples)."""
+@pytest.mark.parametrize(("task", "grid_leader"), [("synthetic", "3e-5-1.0"), ("countdown", "1e-4-1.0")])
+def test_the_comparisons_are_the_committed_ones(task, grid_leader):
+    """The bench's compare commands reproduce the committed reports (entries, problems, samples, dtype, claims)."""
+    runs = f"runs/es-vs-grpo/{task}"
     entries = {
         "base": "smollm2-135m-instruct",
-        "grpo@0": "runs/es-vs-grpo/synthetic/grid/3e-5-1.0",
-        **{f"grpo@{s}": f"runs/es-vs-grpo/synthetic/grpo@{s}" for s in (1, 2)},
-        "es:completions@0": "runs/es-vs-grpo/synthetic/es:completions@0",
-        **{f"es:wall@{s}": f"runs/es-vs-grpo/synthetic/es:wall@{s}" for s in (0, 1, 2)},
-        "hybrid@0": "runs/es-vs-grpo/synthetic/hybrid@0",
-        "format:wall@0": "runs/es-vs-grpo/synthetic/format:wall@0",
+        "grpo@0": f"{runs}/grid/{grid_leader}",
+        **{f"grpo@{s}": f"{runs}/grpo@{s}" for s in (1, 2)},
+        "es:completions@0": f"{runs}/es:completions@0",
+        **{f"es:wall@{s}": f"{runs}/es:wall@{s}" for s in (0, 1, 2)},
+        "hybrid@0": f"{runs}/hybrid@0",
+        "format:wall@0": f"{runs}/format:wall@0",
     }
-    for comparison in es_vs_grpo.comparisons("synthetic"):
-        report = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / "synthetic" / comparison.folder / "report.md"
+    for comparison in es_vs_grpo.comparisons(task):
+        report = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / task / comparison.folder / "report.md"
         line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
         committed = shlex.split(line.removeprefix("Command: ").strip("`"))
         labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
-        out = Path("runs/es-vs-grpo/synthetic") / comparison.folder
-        command = ["seedcast", *es_vs_grpo.compare_command("synthetic", comparison, labelled, out)]
-        claims = ["--claims", "docs/results/claims.json", "--claims-task", "synthetic" + comparison.claims_suffix]
-        assert command + claims == committed
+        out = Path(runs) / comparison.folder
+        command = ["seedcast", *es_vs_grpo.compare_command(task, comparison, labelled, out)]
+        if comparison.claims_suffix is not None:
+            command += ["--claims", "docs/results/claims.json", "--claims-task", task + comparison.claims_suffix]
+        assert command == committed
 
 
 def test_no_run_starts_that_would_not_end_by_stop_by(tmp_path):
