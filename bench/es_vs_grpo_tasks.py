@@ -83,10 +83,11 @@ COMPARISONS = (
         LONG_SAMPLES,
         ("base", "grpo", "es:wall", "format:wall"),
     ),
-    # Greedy, one answer per problem: what the runs' in-training eval measures, here on held-out problems. A
-    # report, no claims (the claims are about sampling: pass@k, entropy). Countdown only: the synthetic task's
-    # GRPO weights were gone before it was added, and a GRPO run is evaluated only while its weights exist.
-    Comparison("compare-greedy", None, None, 1, temperature=0.0, tasks=("countdown",)),
+    # Greedy, one answer per problem: what the runs' in-training eval measures, here on held-out problems. Its
+    # claims are those one answer can judge (pass@1, entropy along the greedy answer, the hybrid at pass@1,
+    # geometry). Countdown only: the synthetic task's GRPO weights were gone before it was added, and a GRPO run
+    # is evaluated only while its weights exist.
+    Comparison("compare-greedy", "-greedy", None, 1, temperature=0.0, tasks=("countdown",)),
 )
 
 

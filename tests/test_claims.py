@@ -89,6 +89,18 @@ def test_budgets_that_disagree_are_mixed():
     assert _verdicts(entries)["es_matches_grpo_at_pass_at_1"] == MIXED
 
 
+def test_one_answer_per_problem_judges_pass_at_1_and_no_large_k_claim():
+    greedy = [
+        _entry("grpo", 0.38),
+        *(_entry(f"es:wall@{s}", 0.38, seed=s) for s in range(3)),
+        _entry("hybrid@0", 0.38),
+    ]
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries(greedy), k_max=1)}
+    assert "es_beats_grpo_at_large_k" not in claims
+    assert claims["es_matches_grpo_at_pass_at_1"]["verdict"] == REPRODUCED
+    assert set(claims["hybrid_is_best"]["numbers"]) == {"hybrid − grpo, pass@1", "hybrid − es:wall, pass@1"}
+
+
 def test_the_claims_file_keeps_other_tasks_and_replaces_this_one(tmp_path):
     path = tmp_path / "claims.json"
     path.write_text(json.dumps({"tasks": {"countdown": {"claims": []}}}))
