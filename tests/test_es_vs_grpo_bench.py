@@ -272,9 +272,9 @@ def test_a_dry_run_prints_no_es_budget_before_grpo_s_seeds_have_run(tmp_path, mo
     assert "iterations=" not in printed and "wall time of GRPO's seeds" in printed
 
 
-def test_countdown_is_also_compared_greedily_on_held_out_problems_without_claims(tmp_path, monkeypatch):
-    """The greedy comparison: one answer per problem at temperature 0, on Countdown only, and a report without a
-    part of the claims file (the claims are about sampling)."""
+def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monkeypatch):
+    """The greedy comparison: one answer per problem at temperature 0, on Countdown only, with its own part of the
+    claims file (the claims one answer can judge)."""
     assert [c.folder for c in es_vs_grpo.comparisons("synthetic")] == ["compare", "compare-64-tokens"]
     greedy = es_vs_grpo.comparisons("countdown")[-1]
     command = es_vs_grpo.compare_command("countdown", greedy, ["grpo@1=runs/x"], Path("out"))
@@ -292,7 +292,7 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems_without_claims
     assert [c[c.index("--claims-task") + 1] if "--claims" in c else None for c in commands] == [
         "countdown",
         "countdown-64-tokens",
-        None,
+        "countdown-greedy",
     ]
 
 
