@@ -36,7 +36,7 @@ _EXPORTS = {
     "SamplingConfig": "seedcast.optimizer.config",
     "TaskConfig": "seedcast.optimizer.config",
     "TrainConfig": "seedcast.optimizer.config",
-    "load_config": "seedcast.optimizer.config",
+    "load_config": "seedcast.optimizer.config_files",
     "RunDirectory": "seedcast.optimizer.run_dir",
     "IterationRecord": "seedcast.optimizer.run_records",
     "RunSummary": "seedcast.optimizer.run_records",
@@ -93,8 +93,8 @@ if TYPE_CHECKING:
         SamplingConfig,
         TaskConfig,
         TrainConfig,
-        load_config,
     )
+    from seedcast.optimizer.config_files import load_config
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.run_records import IterationRecord, RunSummary
     from seedcast.optimizer.trainer import TrainResult

@@ -1,5 +1,5 @@
 """Training, export and evaluation from Python: what `seedcast train`, `grpo`, `export` and `eval` do,
-without a command line. The CLI calls these."""
+without a command line. The CLI's commands (commands.py) call these and only add printing."""
 
 from __future__ import annotations
 
@@ -8,21 +8,35 @@ import logging
 import time
 from pathlib import Path
 
-from seedcast.optimizer.analysis.evaluate import EvalOptions
-from seedcast.optimizer.config import TrainConfig, load_config
+from prometheus_client import CollectorRegistry
+
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import RunSummary
 from seedcast.optimizer.trackers import check_installed
 from seedcast.optimizer.trainer import TrainResult
+from seedcast.studies.evaluate import EvalOptions
 
 log = logging.getLogger("seedcast")
 
 
-def _config(config: TrainConfig | str | Path | None, overrides: list[str] | None) -> TrainConfig:
-    """A TrainConfig as given, or loaded from a YAML path (or the defaults), with `key=value` overrides."""
+def _config(
+    config: TrainConfig | str | Path | None, overrides: list[str] | None, init_from: str | Path | None, run_dir: Path
+) -> TrainConfig:
+    """A TrainConfig as given, or loaded from a YAML path (or the defaults), with `key=value` overrides; with
+    `init_from` (an ES run, exported into RUN_DIR/init-model, a GRPO run or a model folder) model.name is set to
+    those weights."""
+    overrides = list(overrides or [])
+    if init_from is not None:
+        from seedcast.optimizer.run_kinds import INIT_MODEL_DIR, model_folder
+
+        folder = model_folder(init_from, export_to=run_dir / INIT_MODEL_DIR)
+        log.info("starting from the weights of %s (%s)", init_from, folder)
+        overrides.append(f"model.name={Path(folder).resolve()}")
     if isinstance(config, TrainConfig):
         return load_config(overrides=overrides, base=config.model_dump()) if overrides else config
-    return load_config(config, overrides or [])
+    return load_config(config, overrides)
 
 
 def new_run_dir(run_dir: str | Path | None) -> Path:
@@ -30,38 +44,58 @@ def new_run_dir(run_dir: str | Path | None) -> Path:
     return Path(run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def _metrics_registry(config: TrainConfig, registry: CollectorRegistry | None) -> CollectorRegistry | None:
+    """The caller's registry; else, when the config sets metrics_port, a new one served on that port."""
+    if registry is not None or config.metrics_port is None:
+        return registry
+    from seedcast.proto.telemetry import start_metrics_server
+
+    registry = CollectorRegistry()  # one per run: a process may train more than once
+    bound = start_metrics_server(config.metrics_port, registry=registry)
+    log.info("metrics on http://0.0.0.0:%d/metrics", bound)
+    return registry
+
+
+def _run_trainer(config: TrainConfig, run: RunDirectory, show_progress: bool, registry) -> TrainResult:
+    from seedcast.optimizer.trainer import Trainer
+
+    log.info("run directory: %s", run.path)
+    trainer = Trainer(config, run, show_progress=show_progress, registry=_metrics_registry(config, registry))
+    return asyncio.run(trainer.train())
+
+
 def train(
     config: TrainConfig | str | Path | None = None,
     run_dir: str | Path | None = None,
     *,
     overrides: list[str] | None = None,
+    init_from: str | Path | None = None,
     show_progress: bool = False,
-    registry=None,
+    registry: CollectorRegistry | None = None,
 ) -> TrainResult:
     """Run ES into a new run directory: on local servers it starts (`fleet.local`) or on `fleet.servers`.
 
     `config` is a TrainConfig, a YAML path or None (the defaults: the bundled model on the arithmetic task);
-    `overrides` are `key=value` strings as on the command line. Returns the final fingerprint and metrics.
+    `overrides` are `key=value` strings as on the command line; `init_from` starts from another run's weights.
+    The optimizer's metrics are served on `metrics_port` when the config sets it (into `registry` if given).
+    Returns the final fingerprint and metrics.
     """
-    from seedcast.optimizer.trainer import Trainer
-
-    resolved = _config(config, overrides)
+    path = new_run_dir(run_dir)
+    resolved = _config(config, overrides, init_from, path)
     check_installed(resolved.report_to)  # before the run directory exists
-    run = RunDirectory.create(new_run_dir(run_dir), resolved)
-    log.info("run directory: %s", run.path)
-    return asyncio.run(Trainer(resolved, run, show_progress=show_progress, registry=registry).train())
+    return _run_trainer(resolved, RunDirectory.create(path, resolved), show_progress, registry)
 
 
 def resume(
-    run_dir: str | Path, *, overrides: list[str] | None = None, show_progress: bool = False, registry=None
+    run_dir: str | Path,
+    *,
+    overrides: list[str] | None = None,
+    show_progress: bool = False,
+    registry: CollectorRegistry | None = None,
 ) -> TrainResult:
     """Continue a run from its update log (e.g. `overrides=["iterations=20"]` to train further)."""
-    from seedcast.optimizer.trainer import Trainer
-
     run = RunDirectory(run_dir)
-    config = run.load_config(overrides or [])
-    log.info("run directory: %s", run.path)
-    return asyncio.run(Trainer(config, run, show_progress=show_progress, registry=registry).train())
+    return _run_trainer(run.load_config(overrides or []), run, show_progress, registry)
 
 
 def grpo(
@@ -69,14 +103,16 @@ def grpo(
     run_dir: str | Path | None = None,
     *,
     overrides: list[str] | None = None,
+    init_from: str | Path | None = None,
     show_progress: bool = False,
 ) -> RunSummary:
     """The GRPO baseline (TRL) on the same task, prompts and eval set as ES; needs `seedcast[grpo]`."""
-    from seedcast.optimizer.analysis.grpo import train_grpo
+    from seedcast.studies.grpo import train_grpo
 
-    resolved = _config(config, overrides)
+    path = new_run_dir(run_dir)
+    resolved = _config(config, overrides, init_from, path)
     check_installed(resolved.report_to)  # before the run directory exists and the model loads
-    run = RunDirectory.create(new_run_dir(run_dir), resolved, update_log=False)
+    run = RunDirectory.create(path, resolved, update_log=False)
     log.info("run directory: %s", run.path)
     return train_grpo(resolved, run, show_progress=show_progress)
 
@@ -108,15 +144,32 @@ def evaluate(
     limit: int | None = None,
     seed: int = 0,
     overrides: list[str] | None = None,
+    data: str | None = None,
+    evaluator: str | None = None,
+    servers: str | None = None,
+    local: int | None = None,
+    options: EvalOptions | None = None,
 ) -> dict:
     """pass@k (with 95% intervals), token entropy, distinct answers and truncation of `model` (a model spec,
-    model folder or run directory) on `task`, sampled at T = 1 on local servers; writes OUT/results.json."""
-    from seedcast.optimizer.analysis.evaluate import eval_config, run_eval
+    model folder or run directory) on `task`, sampled at T = 1 on local servers (or `servers`, host:port,...);
+    writes OUT/results.json. `options` replaces n, ks, max_tokens and seed with every sampling option."""
     from seedcast.optimizer.run_kinds import model_folder
+    from seedcast.studies.evaluate import eval_config, run_eval
 
     spec = str(model)
-    if Path(spec).is_dir():
+    if Path(spec).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
         spec = str(Path(model_folder(spec, export_to=Path(out) / "model")).resolve())
-    config = eval_config(spec, task, limit=limit, seed=seed, overrides=overrides)
-    options = EvalOptions(n=n, ks=sorted(k for k in ks if k <= n), max_tokens=max_tokens, seed=seed)
+    if options is None:
+        options = EvalOptions(n=n, ks=sorted(k for k in ks if k <= n), max_tokens=max_tokens, seed=seed)
+    config = eval_config(
+        spec,
+        task,
+        data=data,
+        evaluator=evaluator,
+        limit=limit,
+        seed=options.seed,
+        servers=servers,
+        local=local,
+        overrides=overrides,
+    )
     return asyncio.run(run_eval(config, options, Path(out)))

@@ -82,7 +82,7 @@ def start_server_process(
 
     config = config.model_copy(update={"ready_file": str(ready), "parent_pid": os.getpid()})
     write_serve_config(config, folder / "serve.yaml")
-    command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--config", str(folder / "serve.yaml")]
+    command = [sys.executable, "-m", "seedcast.inference_server", "--config", str(folder / "serve.yaml")]
     log_path = Path(log_path)
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

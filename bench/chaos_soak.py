@@ -51,8 +51,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "seedcast.optimizer.cli",
-                "serve",
+                "seedcast.inference_server",
                 "--model",
                 self.model,
                 "--port",
@@ -110,7 +109,7 @@ def _logged_steps(run_dir: Path) -> int:
 def seedcast(*args: str, log: Path, wait: bool = True) -> subprocess.Popen:
     handle = log.open("ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "seedcast.optimizer.cli", *args], stdout=handle, stderr=subprocess.STDOUT, cwd=REPO_ROOT
+        [sys.executable, "-m", "seedcast.cli", *args], stdout=handle, stderr=subprocess.STDOUT, cwd=REPO_ROOT
     )
     if wait:
         process.wait()

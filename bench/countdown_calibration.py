@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from seedcast.evaluators.countdown import LEVELS, countdown_reward
-from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 KS = (1, 2, 4, 8, 16)
 BAND = (0.15, 0.6)
@@ -31,7 +31,7 @@ def sample_level(level: int, folder: Path, problems: int, max_tokens: int) -> No
     command = [
         sys.executable,
         "-m",
-        "seedcast.optimizer.cli",
+        "seedcast.cli",
         "eval",
         "--model",
         "smollm2-135m-instruct",

@@ -46,7 +46,7 @@ def run_row(name: str, out: Path) -> dict:
     command = [
         sys.executable,
         "-m",
-        "seedcast.optimizer.cli",
+        "seedcast.cli",
         "train",
         "--config",
         CONFIG,

@@ -83,7 +83,7 @@ STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
 
 def seedcast(command: list[str]) -> None:
     print(shlex.join(["seedcast", *command]), flush=True)
-    subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *command], check=True)
+    subprocess.run([sys.executable, "-m", "seedcast.cli", *command], check=True)
 
 
 class Plan:
@@ -114,7 +114,7 @@ class Plan:
                 raise OutOfTime(f"{name} would take about {estimate / 60:.0f} min with its evaluations")
             require_same_machine(name, timed_against)
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
-            subprocess.run([sys.executable, "-m", "seedcast.optimizer.cli", *full[1:]], check=True)
+            subprocess.run([sys.executable, "-m", "seedcast.cli", *full[1:]], check=True)
             recorded.write_text(json.dumps(full) + "\n")
             print(f"# finished; its files are in {publish_run(run_dir, self.task, name)}", flush=True)
         return run_dir

@@ -17,7 +17,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 

@@ -92,7 +92,7 @@ async def simulated_fleet(
 
 def real_fleet(servers: int, noise: str, iterations: int, shards: int = 1) -> dict:
     """`seedcast train` on the bundled model; the servers' phase seconds against iteration seconds."""
-    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.config_files import load_config
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.trainer import Trainer
 

@@ -84,8 +84,7 @@ async def es_server_peak(
         command = [
             sys.executable,
             "-m",
-            "seedcast.optimizer.cli",
-            "serve",
+            "seedcast.inference_server",
             "--model",
             model,
             "--port",
@@ -149,7 +148,7 @@ def grpo_peak(run: str | None, steps: int, model: str, batch: int, tokens: int) 
             [
                 sys.executable,
                 "-m",
-                "seedcast.optimizer.cli",
+                "seedcast.cli",
                 "grpo",
                 "--no-progress",
                 "--run-dir",

@@ -1,6 +1,7 @@
 """Start, run and gracefully stop an inference server.
 
     seedcast serve --backend hf --model smollm2-135m-instruct --port 50051
+    python -m seedcast.inference_server --backend hf ...   # the same, without the optimizer's CLI
 
 Its options are `ServeConfig` (serve_config.py).
 
@@ -11,6 +12,7 @@ a grace period, so load balancers drain it first.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
@@ -26,7 +28,7 @@ from seedcast.inference_server.admission import AdmissionInterceptor
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
 from seedcast.inference_server.security import ServerSecurity, TokenAuthInterceptor
-from seedcast.inference_server.serve_config import ServeConfig
+from seedcast.inference_server.serve_config import ServeConfig, serve_config_from_args
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -158,3 +160,9 @@ async def serve(config: ServeConfig) -> None:
         watchdog.cancel()
     log.info("shutting down (grace %.1f s)", config.grace_seconds)
     await running.stop(config.grace_seconds)
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    """Serve with the options `add_serve_flags` parsed (`seedcast serve`, `python -m seedcast.inference_server`)."""
+    asyncio.run(serve(serve_config_from_args(args)))
+    return 0

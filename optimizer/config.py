@@ -326,12 +326,3 @@ class TrainConfig(Section):
             return self.grpo.steps
         completions = self.iterations * self.es.population * self.sampling.samples_per_prompt
         return max(1, round(completions / self.grpo.group_size))
-
-
-# Reading configs (files, key=value overrides, the reference) lives in config_files.py; re-exported here.
-from seedcast.optimizer.config_files import (  # noqa: E402, F401  (it builds the classes above)
-    build_config,
-    config_reference,
-    load_config,
-    parse_overrides,
-)

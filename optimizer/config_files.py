@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from seedcast.optimizer import config as schema
+from seedcast.optimizer import config as schema  # config_files reads into the schema; never the reverse
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:

@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from seedcast.optimizer.config import ConfigError, TrainConfig, load_config
+from seedcast.optimizer.config import ConfigError, TrainConfig
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_records import IterationRecord, RunSummary
 from seedcast.proto.errors import SeedcastError
 

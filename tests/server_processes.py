@@ -35,8 +35,7 @@ class ServerProcess:
             [
                 sys.executable,
                 "-m",
-                "seedcast.optimizer.cli",
-                "serve",
+                "seedcast.inference_server",
                 "--model",
                 self.model_dir,
                 "--port",

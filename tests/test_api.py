@@ -30,7 +30,7 @@ def test_the_api_loads_lazily_so_the_cli_and_servers_stay_light():
     import subprocess
     import sys
 
-    code = "import sys, seedcast.optimizer.cli; print('torch' in sys.modules, 'seedcast.runs' in sys.modules)"
+    code = "import sys, seedcast.cli; print('torch' in sys.modules, 'seedcast.runs' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
 

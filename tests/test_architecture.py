@@ -1,13 +1,13 @@
-"""The layering docs/architecture.md describes, enforced: who may import whom, and file sizes.
+"""The layering docs/architecture.md describes, enforced: who may import whom, no cycles, file sizes.
 
-proto/             imports nothing of Seedcast's other folders (it is the shared contract)
+proto/             the shared contract: imports nothing else of Seedcast
 evaluators/        imports only proto/
-inference_server/  never imports optimizer/
-optimizer/         imports of inference_server/ only its noise package, model_source and
-                   serve_config (how to start a server: local fleets write one); the CLI alone
-                   imports the server too, to run `seedcast serve`
-api/               the package root (`import seedcast`): the public API on top of all of them, which
-                   none of them imports except the CLI's commands
+inference_server/  imports proto/ and evaluators/; never the optimizer, the studies or the top layer
+optimizer/         the training path: of inference_server/ only its noise package, model_source and
+                   serve_config (how to start a server: local fleets write one); never studies/ or the top
+studies/           the research harness (eval, compare, claims, GRPO): anything below the top layer
+api/               the top layer, the package root (`import seedcast`): the Python API and the CLI, which
+                   nothing below imports
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pytest
 import tomllib
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("proto", "evaluators", "inference_server", "optimizer", "api")
+FOLDERS = ("proto", "evaluators", "inference_server", "optimizer", "studies", "api")
+PACKAGE_OF_FOLDER = {"api": "seedcast", **{folder: f"seedcast.{folder}" for folder in FOLDERS if folder != "api"}}
 GENERATED = {"seedcast_pb2.py", "seedcast_pb2_grpc.py"}
 MAX_LINES = 400
 OPTIMIZER_MAY_USE = (
@@ -28,7 +29,7 @@ OPTIMIZER_MAY_USE = (
     "seedcast.inference_server.model_source",
     "seedcast.inference_server.serve_config",
 )
-CLI_MAY_ALSO_USE = ("seedcast.inference_server.server",)
+TOP_LAYER = ("seedcast.runs", "seedcast.servers", "seedcast.cli", "seedcast.commands")
 
 
 def _sources(folder: str) -> list[Path]:
@@ -39,10 +40,13 @@ def _is_seedcast(module: str) -> bool:
     return module == "seedcast" or module.startswith("seedcast.")
 
 
-def _imports(path: Path) -> list[str]:
-    """Every module a file imports from Seedcast, at any depth (lazy imports inside functions count)."""
+def _imports(path: Path, module_level_only: bool = False) -> list[str]:
+    """Every module a file imports from Seedcast, at any depth (lazy imports inside functions count), or only
+    those that run when the module loads."""
+    tree = ast.parse(path.read_text(), str(path))
+    nodes = tree.body if module_level_only else ast.walk(tree)
     modules = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and _is_seedcast(node.module):
             modules.append(node.module)
         elif isinstance(node, ast.Import):
@@ -52,6 +56,10 @@ def _imports(path: Path) -> list[str]:
 
 def _within(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def _is_top_layer(module: str) -> bool:
+    return module == "seedcast" or _within(module, TOP_LAYER)  # `seedcast` alone is the root, api/__init__
 
 
 def _violations(folder: str, allowed) -> list[str]:
@@ -72,33 +80,23 @@ def test_evaluators_import_only_proto():
     assert _violations("evaluators", lambda path, module: _within(module, allowed)) == []
 
 
-API_MODULES = ("seedcast.runs", "seedcast.servers")
+@pytest.mark.parametrize("folder", ["proto", "evaluators", "inference_server", "optimizer", "studies"])
+def test_nothing_below_the_top_layer_imports_it(folder):
+    assert _violations(folder, lambda path, module: not _is_top_layer(module)) == []
 
 
-def _is_api(module: str) -> bool:
-    return module == "seedcast" or _within(module, API_MODULES)  # `seedcast` alone is the root, api/__init__
-
-
-@pytest.mark.parametrize("folder", ["proto", "evaluators", "inference_server"])
-def test_nothing_below_the_api_imports_it(folder):
-    assert _violations(folder, lambda path, module: not _is_api(module)) == []
-
-
-def test_the_optimizer_reaches_the_api_only_from_the_cli_commands():
-    commands = REPO_ROOT / "optimizer" / "commands.py"
-    assert _violations("optimizer", lambda path, module: path == commands or not _is_api(module)) == []
+@pytest.mark.parametrize("folder", ["proto", "evaluators", "inference_server", "optimizer"])
+def test_the_training_and_serving_paths_never_import_the_studies(folder):
+    assert _violations(folder, lambda path, module: not _within(module, ("seedcast.studies",))) == []
 
 
 def test_the_server_never_imports_the_optimizer():
     assert _violations("inference_server", lambda path, module: not _within(module, ("seedcast.optimizer",))) == []
 
 
-def test_the_optimizer_uses_only_the_servers_noise_and_model_source():
+def test_the_optimizer_uses_only_the_servers_noise_model_source_and_serve_config():
     def allowed(path: Path, module: str) -> bool:
-        if not _within(module, ("seedcast.inference_server",)):
-            return True
-        extra = CLI_MAY_ALSO_USE if path == REPO_ROOT / "optimizer" / "cli.py" else ()
-        return _within(module, OPTIMIZER_MAY_USE + extra)
+        return not _within(module, ("seedcast.inference_server",)) or _within(module, OPTIMIZER_MAY_USE)
 
     assert _violations("optimizer", allowed) == []
 
@@ -113,6 +111,59 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
     ]
 
 
+def _module_name(path: Path) -> str:
+    folder, *rest = path.relative_to(REPO_ROOT).with_suffix("").parts
+    parts = [PACKAGE_OF_FOLDER[folder], *rest]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the Seedcast modules it imports when it loads (lazy imports break cycles on purpose)."""
+    paths = {_module_name(path): path for folder in FOLDERS for path in _sources(folder)}
+    graph = {}
+    for module, path in paths.items():
+        targets = set()
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ImportFrom) and node.module and _is_seedcast(node.module):
+                # `from x import y` names a module x.y, or a name defined in x.
+                targets.update(
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths else node.module for a in node.names
+                )
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if _is_seedcast(alias.name))
+        graph[module] = {target for target in targets if target in paths and target != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle, once each (a depth-first search that reports each back edge's loop)."""
+    cycles, state = [], {}
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                cycles.append([*stack[stack.index(target) :], target])
+            elif target not in state:
+                visit(target, [*stack, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def test_no_import_cycle_inside_the_package():
+    graph = _import_graph()
+    assert "seedcast.optimizer.config" in graph["seedcast.optimizer.config_files"]  # the graph sees real imports
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
 @pytest.mark.parametrize("folder", [*FOLDERS, "tests", "bench", "deploy"])
 def test_no_source_file_exceeds_the_size_a_reader_takes_in_one_sitting(folder):
     long = {
@@ -125,7 +176,7 @@ def test_every_package_folder_is_installed():
     # An editable install finds sub-packages by path; a wheel ships only those pyproject.toml lists.
     listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {
-        "seedcast." + ".".join(init.parent.relative_to(REPO_ROOT).parts)
+        _module_name(init)
         for folder in FOLDERS
         if folder != "api"
         for init in (REPO_ROOT / folder).rglob("__init__.py")

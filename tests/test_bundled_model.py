@@ -27,7 +27,7 @@ def test_bundled_model_answers_simple_sums():
 
 
 def test_short_es_run_on_the_bundled_model(tmp_path):
-    from seedcast.optimizer.cli import main
+    from seedcast.cli import main
 
     code = main(
         [

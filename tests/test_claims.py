@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from seedcast.optimizer.analysis.claims import (
+from seedcast.studies.claims import (
     MIXED,
     NOT_REPRODUCED,
     REPRODUCED,
@@ -18,8 +18,8 @@ from seedcast.optimizer.analysis.claims import (
     task_rows,
     write_claims,
 )
-from seedcast.optimizer.analysis.claims_report import write_claims_report
-from seedcast.optimizer.analysis.compare import Entry
+from seedcast.studies.claims_report import write_claims_report
+from seedcast.studies.compare import Entry
 
 PROBLEMS, SAMPLES = 64, 16
 

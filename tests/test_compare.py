@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from seedcast.optimizer.analysis.compare import paired_difference, parse_entry
-from seedcast.optimizer.analysis.pass_at_k import pass_at_k
-from seedcast.optimizer.cli import main
+from seedcast.cli import main
 from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.machine import machine_kind
+from seedcast.studies.compare import paired_difference, parse_entry
+from seedcast.studies.pass_at_k import pass_at_k
 
 
 def test_paired_difference_of_known_outcomes():
@@ -192,10 +192,10 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
 def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch):
     """The GRPO half of a hybrid started from an ES run's export: compare charges it both halves' wall time,
     completions and tokens, and measures its geometry from the ES run's base model."""
-    from seedcast.optimizer.analysis.compare import Entry, base_model_of, training_info
-    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.config_files import load_config
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.run_records import IterationRecord, RunSummary
+    from seedcast.studies.compare import Entry, base_model_of, training_info
 
     monkeypatch.chdir(tmp_path)  # an export names its run relative to where it was made, as the bench does
 
@@ -243,8 +243,8 @@ def test_a_run_started_from_another_counts_the_whole_chain(tmp_path, monkeypatch
 
 
 def test_the_report_warns_when_entries_were_sampled_differently():
-    from seedcast.optimizer.analysis.compare import Entry
-    from seedcast.optimizer.analysis.report import inference_note
+    from seedcast.studies.compare import Entry
+    from seedcast.studies.report import inference_note
 
     def entry(label: str, dtype: str | None) -> Entry:
         inference = {"backend": "hf", "device": "cpu", "dtype": dtype} if dtype else None

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from seedcast.optimizer.config import ConfigError, TrainConfig, config_reference, load_config, parse_overrides
+from seedcast.optimizer.config import ConfigError, TrainConfig
+from seedcast.optimizer.config_files import config_reference, load_config, parse_overrides
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

@@ -17,7 +17,8 @@ from seedcast.evaluators.countdown import (
 )
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import load_evaluator
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 
 REFERENCE = "2,4,7,9=37"  # e.g. (9 - 4) * 7 + 2
 

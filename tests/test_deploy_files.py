@@ -67,7 +67,7 @@ def test_servers_probe_grpc_health_and_request_gpus():
 
 
 def test_train_config_in_the_configmap_validates(tmp_path):
-    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.config_files import load_config
 
     configmap = next(doc for doc in _all_k8s() if doc["metadata"]["name"] == "seedcast-train-config")
     path = tmp_path / "train.yaml"

@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.noise.apply import weights_fingerprint
-from seedcast.optimizer.cli import main
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 

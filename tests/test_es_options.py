@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.noise.apply import apply_update_terms, perturbed_master, write_perturbed
 from seedcast.inference_server.noise.kinds import NOISE_KINDS, noise_source
 from seedcast.inference_server.noise.rounding import stochastic_round_to_bf16_
-from seedcast.optimizer.cli import main
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.fitness import mean_fitness, member_fitness, per_prompt_fitness
 from seedcast.optimizer.es.shaping import z_score
 from seedcast.optimizer.run_dir import RunDirectory

@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.backends.hf import HFBackend
-from seedcast.optimizer.analysis.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
-from seedcast.optimizer.cli import main
+from seedcast.studies.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
 
 
 def test_entropy_of_a_uniform_next_token_distribution_is_log_vocab(tiny_model_dir):
@@ -136,9 +136,9 @@ def test_sample_calls_of_a_failed_server_go_to_another():
 
     from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
     from seedcast.inference_server.server import start_server
-    from seedcast.optimizer.analysis.evaluate import sample_all
     from seedcast.optimizer.fleet.client import ServerClient
     from seedcast.proto import seedcast_pb2 as pb
+    from seedcast.studies.evaluate import sample_all
 
     request = pb.SampleRequest(
         problems=[pb.Problem(prompt="What is 2 + 2?", reference="4")],
@@ -168,7 +168,7 @@ def test_sample_calls_of_a_failed_server_go_to_another():
 
 def test_held_out_problems_are_disjoint_from_every_excluded_training_seed():
     from seedcast.evaluators.datasets import load_problems
-    from seedcast.optimizer.analysis.evaluate import eval_config, held_out_problems
+    from seedcast.studies.evaluate import eval_config, held_out_problems
 
     config = eval_config("smollm2-135m-instruct", task="synthetic", limit=128, seed=1_000_003)
     kept, dropped = held_out_problems(config, [0, 1, 2])
@@ -184,7 +184,7 @@ def test_held_out_countdown_problems_differ_from_training_ones_up_to_the_order_o
 
     from seedcast.evaluators.countdown import countdown_key
     from seedcast.evaluators.datasets import DatasetError, load_problems
-    from seedcast.optimizer.analysis.evaluate import eval_config, held_out_problems
+    from seedcast.studies.evaluate import eval_config, held_out_problems
 
     def config(level: int):
         overrides = [f"task.countdown_difficulty={level}"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 from tests.server_processes import ServerProcess
@@ -146,7 +146,7 @@ def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path,
     command = [
         sys.executable,
         "-m",
-        "seedcast.optimizer.cli",
+        "seedcast.cli",
         "train",
         "--no-progress",
         "--run-dir",
@@ -168,7 +168,7 @@ def test_optimizer_killed_at_random_points_resumes_to_the_same_weights(tmp_path,
         process.kill()  # SIGKILL, at whatever point it has reached
         process.wait()
         steps_at_kill.append(len(RunDirectory(run_dir).updates()))
-        command = [sys.executable, "-m", "seedcast.optimizer.cli", "train", "--no-progress", "--resume", str(run_dir)]
+        command = [sys.executable, "-m", "seedcast.cli", "train", "--no-progress", "--resume", str(run_dir)]
     final = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr[-2000:]
     assert any(0 < steps < iterations for steps in steps_at_kill), (  # killed mid-run, not at start
@@ -203,7 +203,7 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
 
 
 def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp_path, tiny_model_dir, servers, capsys):
-    from seedcast.optimizer.cli import main
+    from seedcast.cli import main
     from seedcast.optimizer.fleet.client import ServerClient
     from seedcast.optimizer.run_dir import UpdateRecord
 
@@ -249,7 +249,7 @@ def test_local_servers_do_not_outlive_a_killed_optimizer(tmp_path, tiny_model_di
         [
             sys.executable,
             "-m",
-            "seedcast.optimizer.cli",
+            "seedcast.cli",
             "train",
             "--no-progress",
             "--run-dir",

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from seedcast.optimizer.analysis.geometry import module_group, parameter_geometry
+from seedcast.studies.geometry import module_group, parameter_geometry
 
 
 def test_module_groups_of_llama_names():

@@ -17,11 +17,11 @@ import grpc
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.backends.hf import HFBackend
 from seedcast.inference_server.noise.apply import weights_fingerprint
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.cli import main
 from seedcast.optimizer.fleet.client import update_request
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc

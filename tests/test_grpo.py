@@ -8,15 +8,16 @@ import math
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.evaluators.base import ScoredSample
 from seedcast.evaluators.datasets import load_problems
 from seedcast.inference_server.backends.hf import HFBackend
-from seedcast.optimizer.analysis.geometry import load_weights
-from seedcast.optimizer.analysis.grpo import EvaluatorReward, _dataset, micro_batch_size
-from seedcast.optimizer.cli import main
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.run_kinds import run_kind
+from seedcast.studies.geometry import load_weights
+from seedcast.studies.grpo import EvaluatorReward, _dataset, micro_batch_size
 
 TINY_TASK = [
     "grpo.steps=2",

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 from seedcast.proto import seedcast_pb2 as pb

@@ -4,7 +4,7 @@ import torch
 
 from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
 from seedcast.inference_server.noise.gaussian import tensor_noise
-from seedcast.inference_server.noise.source import tensor_seed
+from seedcast.proto.seeds import tensor_seed
 
 
 def test_same_seed_same_noise():

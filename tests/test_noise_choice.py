@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from seedcast.cli import main
 from seedcast.inference_server.noise.kinds import resolve_kind
-from seedcast.optimizer.cli import main
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
 from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
 from tests.test_end_to_end import _overrides

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 
 def _enumerated(n: int, c: int, k: int) -> float:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.trainer import Trainer
 from seedcast.proto import seedcast_pb2 as pb
@@ -51,8 +51,7 @@ def _start_server(model_dir: str, metrics_port: int, ready_file: Path) -> subpro
         [
             sys.executable,
             "-m",
-            "seedcast.optimizer.cli",
-            "serve",
+            "seedcast.inference_server",
             "--model",
             model_dir,
             "--port",

@@ -9,7 +9,8 @@ import grpc
 import pytest
 import torch
 
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.strategy import Member
 from seedcast.optimizer.fleet.shards import MemberReport, Unit, merge_shards, units_of
 from seedcast.optimizer.run_dir import RunDirectory

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_dir import CorruptRunError, RunDirectory, UpdateRecord, read_update_log
 from seedcast.optimizer.run_records import IterationRecord, RunSummary
 

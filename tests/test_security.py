@@ -9,10 +9,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seedcast.cli import main
 from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.security import ServerSecurity
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.cli import main
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.transport import SecurityConfigError
@@ -170,7 +170,8 @@ def test_server_security_settings_are_checked(pki, tmp_path):
 
 
 def test_fleet_config_refuses_plaintext_to_remote_servers(tmp_path):
-    from seedcast.optimizer.config import ConfigError, load_config
+    from seedcast.optimizer.config import ConfigError
+    from seedcast.optimizer.config_files import load_config
 
     with pytest.raises(ConfigError, match="not on loopback"):
         load_config(overrides=["fleet.servers=[10.1.2.3:50051]", "fleet.local=0"])
@@ -209,7 +210,7 @@ def test_bad_tls_files_are_named_before_the_model_loads(pki, tmp_path, capsys):
 def test_unauthenticated_health_streams_cannot_lock_out_the_probes_or_the_work(tmp_path, tiny_model_dir, pki):
     import asyncio
 
-    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.config_files import load_config
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.optimizer.trainer import Trainer
     from tests.server_processes import ServerProcess

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from seedcast.cli import build_parser, main
 from seedcast.inference_server.serve_config import (
     ServeConfig,
     ServeConfigError,
@@ -11,8 +12,7 @@ from seedcast.inference_server.serve_config import (
     serve_config_from_args,
     write_serve_config,
 )
-from seedcast.optimizer.cli import build_parser, main
-from seedcast.optimizer.config import load_config
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.fleet.local import LocalFleet
 
 

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from seedcast.optimizer.cli import main
-from seedcast.optimizer.config import ConfigError, load_config
+from seedcast.cli import main
+from seedcast.optimizer.config import ConfigError
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_records import IterationRecord
 from seedcast.optimizer.trackers import TrackerUnavailableError, check_installed, open_trackers, wandb_mode
 from tests.test_grpo import TINY_TASK

@@ -15,8 +15,8 @@ import grpc
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.noise.apply import weights_fingerprint
-from seedcast.optimizer.cli import main
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 from tests.prometheus_server import free_port

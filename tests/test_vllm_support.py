@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from seedcast.cli import main
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.checkpoint_folder import checkpoint_parameters
 from seedcast.inference_server.backends.vllm_support import (
@@ -18,7 +19,6 @@ from seedcast.inference_server.backends.vllm_support import (
     check_master_fits,
     sampling_seed,
 )
-from seedcast.optimizer.cli import main
 
 
 def test_missing_vllm_says_how_to_install_it(monkeypatch, tiny_model_dir, capsys):
@@ -70,7 +70,7 @@ def test_sampling_seeds_differ_per_prompt_and_member_and_repeat():
 
 
 def test_local_vllm_servers_get_their_own_cores(monkeypatch, tmp_path):
-    from seedcast.optimizer.config import load_config
+    from seedcast.optimizer.config_files import load_config
     from seedcast.optimizer.fleet.local import LocalFleet
 
     monkeypatch.setattr("os.cpu_count", lambda: 4)
@@ -79,7 +79,8 @@ def test_local_vllm_servers_get_their_own_cores(monkeypatch, tmp_path):
 
 
 def test_an_unknown_backend_in_a_config_is_reported_with_the_choices():
-    from seedcast.optimizer.config import ConfigError, load_config
+    from seedcast.optimizer.config import ConfigError
+    from seedcast.optimizer.config_files import load_config
 
     with pytest.raises(ConfigError, match=r"model.backend: Input should be 'hf' or 'vllm'"):
         load_config(overrides=["model.backend=vlm"])

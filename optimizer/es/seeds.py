@@ -2,14 +2,14 @@
 
 Because nothing depends on call order, a resumed run draws exactly the seeds and minibatches an
 uninterrupted run would have drawn at the same iteration: the seed stream continues, never restarts.
-The hash is the servers' own (`stable_seed`), so there is one seed function in Seedcast.
+The hash is the shared `stable_seed` (proto/seeds.py), the one seed function of both processes.
 """
 
 from __future__ import annotations
 
 import random
 
-from seedcast.inference_server.noise.source import stable_seed
+from seedcast.proto.seeds import stable_seed
 
 
 def derive_seed(run_seed: int, purpose: str, *indices: int) -> int:

@@ -96,7 +96,7 @@ class LocalFleet:
         for index in range(self.config.fleet.local):
             config_path = self.logs_dir / f"server-{index}.yaml"
             write_serve_config(self.serve_config(index), config_path)
-            command = [sys.executable, "-m", "seedcast.optimizer.cli", "serve", "--config", str(config_path)]
+            command = [sys.executable, "-m", "seedcast.inference_server", "--config", str(config_path)]
             log_path = self.logs_dir / f"server-{index}.log"
             with log_path.open("ab") as log_file:
                 self.processes.append(

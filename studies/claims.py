@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 METHODS = ("base", "es", "grpo", "hybrid", "format")
 BUDGETS = ("completions", "wall")

@@ -1,41 +1,23 @@
 """What each `seedcast` subcommand does with its parsed arguments (cli.py parses and dispatches).
 
+Each command calls the Python API (runs.py) and only adds what a terminal needs: printing, plots.
 Heavy modules are imported inside each command, so `seedcast --help` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import shlex
 import time
 from pathlib import Path
 
 
-def new_run_config(args: argparse.Namespace, overrides: list[str]):
-    """(config, run directory path) of a new run; `--init-from` starts from another run's weights."""
-    from seedcast.optimizer.config import load_config
-    from seedcast.optimizer.run_kinds import INIT_MODEL_DIR, model_folder
-    from seedcast.runs import new_run_dir
-
-    run_dir = new_run_dir(args.run_dir)
-    if args.init_from:
-        folder = model_folder(args.init_from, export_to=run_dir / INIT_MODEL_DIR)
-        logging.getLogger("seedcast").info("starting from the weights of %s (%s)", args.init_from, folder)
-        overrides = [*overrides, f"model.name={Path(folder).resolve()}"]
-    return load_config(args.config, overrides), run_dir
-
-
 def train(args: argparse.Namespace) -> int:
-    from prometheus_client import CollectorRegistry
-
-    from seedcast.optimizer.analysis.plots import reward_curve_after_run
-    from seedcast.optimizer.config import ConfigError, config_reference
-    from seedcast.optimizer.run_dir import RunDirectory
-    from seedcast.proto.telemetry import start_metrics_server
-    from seedcast.runs import resume
+    from seedcast.optimizer.config import ConfigError
+    from seedcast.optimizer.config_files import config_reference
+    from seedcast.runs import new_run_dir, resume
     from seedcast.runs import train as train_run
+    from seedcast.studies.plots import reward_curve_after_run
 
     if args.help_config:
         print("\n".join(config_reference()))
@@ -49,26 +31,19 @@ def train(args: argparse.Namespace) -> int:
         overrides.append(f"fleet.local={args.local}")
     if args.metrics_port is not None:
         overrides.append(f"metrics_port={args.metrics_port}")
+    started = time.perf_counter()
+    progress = not args.no_progress
     if args.resume:
         if args.config or args.init_from:
             raise ConfigError(
                 "--resume takes the config and weights from the run directory; drop --config / --init-from"
             )
-        config, run_path = RunDirectory(args.resume).load_config(overrides), Path(args.resume)
+        result = resume(args.resume, overrides=overrides, show_progress=progress)
+        run_path = Path(args.resume)
     else:
-        config, run_path = new_run_config(args, overrides)
-    registry = CollectorRegistry()  # one per run: `main` may be called more than once in a process
-    if config.metrics_port is not None:
-        bound = start_metrics_server(config.metrics_port, registry=registry)
-        logging.getLogger("seedcast").info("metrics on http://0.0.0.0:%d/metrics", bound)
-    started = time.perf_counter()
-    progress = not args.no_progress
-    if args.resume:
-        result = resume(args.resume, overrides=overrides, show_progress=progress, registry=registry)
-    else:
-        result = train_run(config, run_path, show_progress=progress, registry=registry)
-    run = RunDirectory(run_path)
-    plot = reward_curve_after_run(run.path)
+        run_path = new_run_dir(args.run_dir)
+        result = train_run(args.config, run_path, overrides=overrides, init_from=args.init_from, show_progress=progress)
+    plot = reward_curve_after_run(run_path)
     rows = [r for r in result.metrics if r.reward_mean is not None]
     evals = [r for r in result.metrics if r.eval_reward is not None]
     print(
@@ -81,17 +56,24 @@ def train(args: argparse.Namespace) -> int:
         print(
             f"eval reward (unperturbed, greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}"
         )
-    print(f"run directory: {run.path}  (reward curve: {plot}; export with `seedcast export {run.path} --out DIR`)")
+    print(f"run directory: {run_path}  (reward curve: {plot}; export with `seedcast export {run_path} --out DIR`)")
     return 0
 
 
 def grpo(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.plots import reward_curve_after_run
     from seedcast.optimizer.run_dir import RunDirectory
     from seedcast.runs import grpo as grpo_run
+    from seedcast.runs import new_run_dir
+    from seedcast.studies.plots import reward_curve_after_run
 
-    config, run_dir = new_run_config(args, list(args.overrides))
-    summary = grpo_run(config, run_dir, show_progress=not args.no_progress)
+    run_dir = new_run_dir(args.run_dir)
+    summary = grpo_run(
+        args.config,
+        run_dir,
+        overrides=list(args.overrides),
+        init_from=args.init_from,
+        show_progress=not args.no_progress,
+    )
     run = RunDirectory(run_dir)
     plot = reward_curve_after_run(run.path)
     evals = [r for r in run.metrics() if r.eval_reward is not None]
@@ -106,23 +88,20 @@ def grpo(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.evaluate import eval_config, run_eval
-    from seedcast.optimizer.run_kinds import model_folder
+    from seedcast.runs import evaluate as evaluate_model
 
-    if Path(args.model).is_dir():  # a run directory evaluates its trained weights (an ES run is exported first)
-        args.model = str(Path(model_folder(args.model, export_to=Path(args.out) / "model")).resolve())
-    config = eval_config(
+    results = evaluate_model(
         args.model,
-        args.task,
-        args.data,
-        args.evaluator,
-        args.limit,
-        args.seed,
-        args.servers,
-        args.local,
-        args.overrides,
+        args.out,
+        task=args.task,
+        limit=args.limit,
+        overrides=args.overrides,
+        data=args.data,
+        evaluator=args.evaluator,
+        servers=args.servers,
+        local=args.local,
+        options=eval_options(args),
     )
-    results = asyncio.run(run_eval(config, eval_options(args), Path(args.out)))
     curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
     entropy = results["mean_token_entropy"]
     print(
@@ -136,16 +115,16 @@ def evaluate(args: argparse.Namespace) -> int:
 
 def compare(args: argparse.Namespace) -> int:
     from seedcast.inference_server.model_source import BUNDLED_MODEL
-    from seedcast.optimizer.analysis.compare import (
+    from seedcast.optimizer.config import ConfigError
+    from seedcast.studies.compare import (
         evaluate_entries,
         measure_geometry,
         parse_entry,
         training_info,
         uncovered_training,
     )
-    from seedcast.optimizer.analysis.evaluate import dataset_record, eval_config
-    from seedcast.optimizer.analysis.report import write_report
-    from seedcast.optimizer.config import ConfigError
+    from seedcast.studies.evaluate import dataset_record, eval_config
+    from seedcast.studies.report import write_report
 
     entries = [parse_entry(text) for text in args.entries]
     labels = [e.label for e in entries]
@@ -180,8 +159,8 @@ def compare(args: argparse.Namespace) -> int:
     write_report(entries, out, command)
     print((out / "report.md").read_text())
     if args.claims:
-        from seedcast.optimizer.analysis.claims import write_claims
-        from seedcast.optimizer.analysis.claims_report import write_claims_report
+        from seedcast.studies.claims import write_claims
+        from seedcast.studies.claims_report import write_claims_report
 
         part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
         for claim in part["claims"]:
@@ -205,7 +184,7 @@ def export(args: argparse.Namespace) -> int:
 
 
 def plot(args: argparse.Namespace) -> int:
-    from seedcast.optimizer.analysis.plots import plot_reward_curve
+    from seedcast.studies.plots import plot_reward_curve
 
     print(plot_reward_curve(args.run_dir, args.out))
     return 0
@@ -213,7 +192,7 @@ def plot(args: argparse.Namespace) -> int:
 
 def eval_options(args: argparse.Namespace):
     """EvalOptions from the options `cli._add_sampling_options` defines."""
-    from seedcast.optimizer.analysis.evaluate import EvalOptions
+    from seedcast.studies.evaluate import EvalOptions
 
     return EvalOptions(
         n=args.n,

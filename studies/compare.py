@@ -26,9 +26,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import model_folder, run_kind, started_from
+from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 log = logging.getLogger("seedcast.compare")
 
@@ -204,7 +204,7 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options, data
     weights: a GRPO run whose model/ is gone is still compared through it."""
     from dataclasses import asdict
 
-    from seedcast.optimizer.analysis.evaluate import run_eval
+    from seedcast.studies.evaluate import run_eval
 
     for entry in entries:
         if entry.kind == "eval":
@@ -229,7 +229,7 @@ def measure_geometry(entries: list[Entry], threshold: float, out: Path) -> None:
     """Parameter geometry of every run versus the model it started from (base weights loaded once each; an
     ES run's weights come from the folder its evaluation exported, instead of a second replay). Cached beside
     the entry's evaluation (OUT/evals/LABEL/geometry.json) for the same weights and threshold."""
-    from seedcast.optimizer.analysis.geometry import load_weights, parameter_geometry
+    from seedcast.studies.geometry import load_weights, parameter_geometry
 
     bases: dict[str, dict] = {}
     for entry in entries:

@@ -15,20 +15,17 @@ seedcast compare base=smollm2-135m-instruct es=runs/ES grpo=runs/GRPO --out repo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 
-from seedcast.optimizer import commands
+from seedcast import commands
 from seedcast.proto.errors import SeedcastError
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from seedcast.inference_server.serve_config import serve_config_from_args
-    from seedcast.inference_server.server import serve
+    from seedcast.inference_server.server import serve_from_args
 
-    asyncio.run(serve(serve_config_from_args(args)))
-    return 0
+    return serve_from_args(args)
 
 
 def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="also check the ES papers' claims on these entries (labelled METHOD[:BUDGET][@SEED], e.g. grpo@0, "
-        "es:wall@1; see optimizer/analysis/claims.py) and write them into FILE under the task's name",
+        "es:wall@1; see studies/claims.py) and write them into FILE under the task's name",
     )
     compare.add_argument("--claims-task", default=None, help="the task's name in the claims file (default: --task)")
     compare.add_argument(

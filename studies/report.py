@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from seedcast.optimizer.analysis.compare import Entry, paired_difference
-from seedcast.optimizer.analysis.evaluate import plot_pass_at_k
+from seedcast.studies.compare import Entry, paired_difference
+from seedcast.studies.evaluate import plot_pass_at_k
 
 
 def _plt():

@@ -26,8 +26,8 @@ from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import DatasetError, load_problems
 from seedcast.evaluators.tasks import problem_key
-from seedcast.optimizer.analysis.pass_at_k import bootstrap_interval, pass_at_k
-from seedcast.optimizer.config import TrainConfig, load_config
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.seeds import derive_seed
 from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.fleet.client import ServerClient
@@ -36,6 +36,7 @@ from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_trackers
 from seedcast.proto import seedcast_pb2 as pb
+from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 log = logging.getLogger("seedcast.eval")
 CORRECT_THRESHOLD = 0.5  # a sample counts as correct for pass@k when its reward is at least this
