@@ -19,6 +19,7 @@ import logging
 import sys
 
 from seedcast import commands
+from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
 from seedcast.proto.errors import SeedcastError
 
 
@@ -215,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--dtype",
         default="float32",
-        choices=["float32", "bfloat16", "float16"],
+        choices=list(DTYPE_NAMES),
         help="dtype of the written weights (default: float32, the master copy)",
     )
     export.add_argument("--steps", type=int, default=None, help="replay only the first N steps")

@@ -55,7 +55,7 @@ async def simulated_fleet(
     ]
     addresses = [f"127.0.0.1:{server.port}" for server in running]
     clients = [ServerClient(address) for address in addresses]
-    strategy = OpenES(population, 0.1, 0.1, mirrored=population % 2 == 0)
+    strategy = OpenES(population=population, sigma=0.1, learning_rate=0.1, mirrored=population % 2 == 0)
     efficiencies, walls = [], []
     try:
         await asyncio.gather(*(client.wait_ready(30) for client in clients))

@@ -129,9 +129,7 @@ async def es_server_peak(
                     )
                     await stream.read()
                 await stream.done_writing()
-                await stub.ApplyUpdate(
-                    pb.UpdateRequest(step=1, sigma=5e-3, terms=[pb.SeedCoefficient(seed=100, coeff=1e-5)])
-                )
+                await stub.ApplyUpdate(pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=100, coeff=1e-5)]))
             return peak_of(server.pid)
         finally:
             server.terminate()

@@ -65,7 +65,7 @@ def spawn(count: int, latency: float) -> tuple[subprocess.Popen, list[int]]:
 async def run_iterations(ports: list[int], population: int, iterations: int) -> tuple[list[float], list[float]]:
     """Seconds per iteration, and the optimizer process's CPU seconds per iteration."""
     clients = [ServerClient(f"127.0.0.1:{port}") for port in ports]
-    strategy = OpenES(population, 0.1, 0.1, mirrored=False)
+    strategy = OpenES(population=population, sigma=0.1, learning_rate=0.1, mirrored=False)
     seconds, cpu_seconds = [], []
     try:
         await asyncio.gather(*(client.wait_ready(60) for client in clients))

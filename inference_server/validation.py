@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import grpc
 
 from seedcast.inference_server.backends.base import Sampling
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE, rule_problems
 from seedcast.proto import seedcast_pb2 as pb
 
 
@@ -36,6 +37,8 @@ class Limits:
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256
     max_update_terms: int = 65_536
+    max_rule_chars: int = 64  # an update rule's name and each parameter's name (errors quote them)
+    max_rule_params: int = 16
     max_sync_steps: int = 1_000_000
     max_sync_terms: int = 1_000_000  # over all steps of one Sync call: what one stream may make the server buffer
     max_sigma: float = 1.0
@@ -85,6 +88,9 @@ FIELD_BOUNDS: dict[str, str] = {
     "Problem.reference": "max_prompt_chars",
     "MemberTasks.tasks": "max_tasks_per_message",
     "UpdateRequest.terms": "max_update_terms",
+    "UpdateRequest.rule": "max_rule_chars",
+    "UpdateRequest.params": "max_rule_params",
+    "ParamsEntry.key": "max_rule_chars",
     "SampleRequest.problems": "max_prompts",
     "SampleRequest.evaluator": "max_evaluator_chars",
     "SampleRequest.system_prompt": "max_system_prompt_chars",
@@ -168,8 +174,18 @@ def shard_slice(task: pb.MemberTask, prompts: int) -> slice:
     return slice(task.shard * prompts // shards, (task.shard + 1) * prompts // shards)
 
 
-def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[tuple[int, float]]:
-    """An update must be the next step, with finite coefficients; returns its (seed, coeff) terms."""
+@dataclass(frozen=True)
+class CheckedUpdate:
+    """An update request that passed `check_update`: what a backend's apply_update takes."""
+
+    terms: list[tuple[int, float]]
+    rule: str
+    params: dict[str, float]
+
+
+def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> CheckedUpdate:
+    """An update must be the next step, with finite coefficients and an update rule this server applies with
+    valid parameters (noise/update_rules.py)."""
     if request.step != step + 1:
         raise RequestError(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -177,12 +193,18 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> list[t
         )
     if len(request.terms) > limits.max_update_terms:
         raise _invalid(f"at most {limits.max_update_terms} terms per update, got {len(request.terms)}")
-    check_sigma(request.sigma, limits)
-    check_finite(request.momentum, "momentum")
-    if not 0.0 <= request.momentum < 1.0:
-        raise _invalid(f"momentum must be in [0, 1), got {request.momentum}")
+    names = [request.rule, *request.params]
+    if len(request.params) > limits.max_rule_params or max(map(len, names)) > limits.max_rule_chars:
+        raise _invalid(
+            f"an update rule has at most {limits.max_rule_params} parameters, and it and each parameter a name "
+            f"of at most {limits.max_rule_chars} characters"
+        )
+    problems = rule_problems(request.rule, request.params)
+    if problems:
+        raise _invalid("; ".join(problems))
     for index, term in enumerate(request.terms):
         check_finite(term.coeff, f"terms[{index}].coeff")
         if abs(term.coeff) > limits.max_abs_coefficient:
             raise _invalid(f"terms[{index}].coeff = {term.coeff} exceeds ±{limits.max_abs_coefficient:g}")
-    return [(term.seed, term.coeff) for term in request.terms]
+    terms = [(term.seed, term.coeff) for term in request.terms]
+    return CheckedUpdate(terms=terms, rule=request.rule or PLAIN_RULE, params=dict(request.params))

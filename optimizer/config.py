@@ -8,7 +8,7 @@ and what to set, before anything starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -17,7 +17,21 @@ from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
+from seedcast.inference_server.noise.kinds import ROUNDINGS
+from seedcast.inference_server.serve_config import (
+    BACKEND_HELP,
+    DEVICE_HELP,
+    DTYPE_HELP,
+    NOISE_HELP,
+    BackendName,
+    DtypeName,
+    NoiseChoice,
+)
+from seedcast.optimizer.es.fitness import FITNESS_MODES
+from seedcast.optimizer.es.shaping import SHAPINGS
+from seedcast.optimizer.es.strategies import STRATEGIES
 from seedcast.optimizer.tracker_names import ReportTo
+from seedcast.proto.choices import describe_choices, one_of
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import plaintext_allowed, split_address
 
@@ -36,13 +50,9 @@ class ModelConfig(Section):
     """The model every server loads."""
 
     name: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file, or hub id.")
-    backend: Literal["hf", "vllm"] = Field(
-        "hf", description="Inference backend of local servers (`seedcast serve --backend`): hf or vllm."
-    )
-    device: str = Field("auto", description="Device of local servers: auto, cpu, cuda, cuda:N.")
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
-        "auto", description="Inference dtype; auto = bf16 where the hardware has it natively, else fp32."
-    )
+    backend: BackendName = Field("hf", description=f"Inference backend of local servers: {BACKEND_HELP}")
+    device: str = Field("auto", description=f"Device of local servers: {DEVICE_HELP}")
+    dtype: DtypeName = Field("auto", description=DTYPE_HELP)
 
 
 class TaskConfig(Section):
@@ -121,18 +131,22 @@ class SamplingConfig(Section):
 class ESConfig(Section):
     """The evolution strategy."""
 
+    strategy: Annotated[str, one_of(STRATEGIES, "ES strategy")] = Field(
+        "openes", description="The strategy (optimizer/es/strategies.py); it is built from the settings below."
+    )
     mirrored: bool = Field(True, description="Evaluate ±ε pairs (antithetic sampling); needs an even population.")
     population: int = Field(16, ge=2, description="Members per iteration (N).")
     sigma: float = Field(5e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
     learning_rate: float = Field(1e-5, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
-    shaping: Literal["zscore", "centered_ranks"] = Field("zscore", description="Fitness shaping.")
-    noise: Literal["auto", "gaussian", "table"] = Field(
-        "auto",
-        description="gaussian: fresh seeded randn per tensor; table: slices of one fixed 64 MiB table of "
-        "Gaussian samples, about 3x cheaper to perturb on a CPU; auto: the servers' kind if any are given, "
-        "else table for CPU and gaussian for GPU local servers, written into the run's config.yaml at start.",
+    shaping: Annotated[str, one_of(SHAPINGS, "fitness shaping")] = Field(
+        "zscore", description="Fitness shaping (optimizer/es/shaping.py)."
     )
-    fitness: Literal["mean", "per_prompt"] = Field(
+    noise: NoiseChoice = Field(
+        "auto",
+        description=f"{NOISE_HELP}; auto: the servers' kind if any are given, else table for CPU and gaussian for "
+        "GPU local servers, written into the run's config.yaml at start.",
+    )
+    fitness: Annotated[str, one_of(FITNESS_MODES, "fitness mode")] = Field(
         "mean",
         description="mean: a member's fitness is its mean reward over the batch; per_prompt: each prompt's reward "
         "is first centred and scaled across the population (prompts every member scores alike count for nothing, "
@@ -146,10 +160,8 @@ class ESConfig(Section):
         description="Momentum β in seed space: servers keep a float32 velocity v = β·v + step and add v to the "
         "master (one more float32 copy of the weights on each server). 0 = plain steps. Fixed for a run.",
     )
-    rounding: Literal["nearest", "stochastic"] = Field(
-        "nearest",
-        description="How perturbed weights are cast to the inference dtype: nearest, or stochastic (randomness a "
-        "pure function of seed and tensor name), so perturbations below bf16's resolution survive in expectation.",
+    rounding: Annotated[str, one_of(ROUNDINGS, "rounding")] = Field(
+        "nearest", description=f"How perturbed weights are cast to the inference dtype: {describe_choices(ROUNDINGS)}."
     )
 
     @field_validator("population")
@@ -162,6 +174,17 @@ class ESConfig(Section):
                 "set es.population to an even number or es.mirrored=false"
             )
         return population
+
+    def strategy_options(self) -> dict[str, Any]:
+        """The strategy's constructor arguments from this section (the run seed is the caller's)."""
+        return {
+            "population": self.population,
+            "sigma": self.sigma,
+            "learning_rate": self.learning_rate,
+            "mirrored": self.mirrored,
+            "shaping": self.shaping,
+            "momentum": self.momentum,
+        }
 
 
 class GRPOConfig(Section):

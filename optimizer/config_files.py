@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from seedcast.optimizer import config as schema  # config_files reads into the schema; never the reverse
+from seedcast.proto.choices import field_choices
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -96,5 +97,7 @@ def config_reference(model: type[BaseModel] | None = None, prefix: str = "") -> 
             lines.extend(config_reference(annotation, f"{prefix}{name}."))
             continue
         default = field.get_default(call_default_factory=True)
-        lines.append(f"{prefix}{name} = {default!r}  {field.description or ''}".rstrip())
+        choices = field_choices(field)
+        text = (field.description or "") + (f" One of: {', '.join(choices)}." if choices else "")
+        lines.append(f"{prefix}{name} = {default!r}  {text}".rstrip())
     return lines

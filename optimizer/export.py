@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from seedcast.inference_server.model_source import load_model_and_tokenizer
-from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_rule, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
 from seedcast.optimizer.model_card import model_card
 from seedcast.optimizer.run_dir import RunDirectory
@@ -26,17 +26,17 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     """(model with the replayed float32 weights on `device`, tokenizer, fingerprint, steps replayed)."""
     run = RunDirectory(run_dir)
     config = run.load_config()
-    records = run.updates()
+    logged = run.updates()
     if steps is not None:
-        records = records[:steps]
+        logged = logged[:steps]
     model, tokenizer = load_model_and_tokenizer(config.model.name)
     model.to(device)
     master = {name: param.data for name, param in model.named_parameters()}
-    source = noise_source(config.es.noise) if records else None  # with no step it may still say `auto`
-    velocity: dict = {}  # the servers' momentum buffers, rebuilt step by step (empty without momentum)
-    for record in tqdm(records, desc="replaying updates", unit="step", disable=not show_progress):
-        apply_update_terms(master, record.terms, source=source, momentum=record.momentum, velocity=velocity)
-    return model, tokenizer, weights_fingerprint(master), len(records)
+    source = noise_source(config.es.noise) if logged else None  # with no step it may still say `auto`
+    velocity: dict = {}  # the servers' update-rule state (momentum buffers), rebuilt step by step
+    for step in tqdm(logged, desc="replaying updates", unit="step", disable=not show_progress):
+        apply_rule(master, step.terms, step.rule, step.params, velocity, source)
+    return model, tokenizer, weights_fingerprint(master), len(logged)
 
 
 def export_run(

@@ -1,7 +1,8 @@
 """The run directory: config snapshot, append-only update log (the checkpoint), metrics.
 
     RUN_DIR/config.yaml     the validated config the run started with
-    RUN_DIR/updates.jsonl   one record per step: {"step", "sigma", "terms": [[seed, coeff], ...], "checksum"}
+    RUN_DIR/updates.jsonl   one ESStep per line: {"step", "sigma", "terms": [[seed, coeff], ...], ["rule", "params",]
+                            "checksum"}
     RUN_DIR/metrics.jsonl   one IterationRecord per line (rewards, tokens, timings, fingerprint)
     RUN_DIR/summary.json    the RunSummary of a finished run (wall time, tokens, peak memory)
     RUN_DIR/logs/           logs of locally started servers
@@ -18,14 +19,15 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.config_files import load_config
+from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.run_records import IterationRecord, RunSummary
 from seedcast.proto.errors import SeedcastError
 
@@ -44,49 +46,31 @@ class RunExistsError(SeedcastError, FileExistsError):
     """A new run was asked for in a directory that already holds one."""
 
 
-@dataclass(frozen=True)
-class UpdateRecord:
-    """One logged ES step: master += Σ coeff·noise(seed), evaluated with σ; with momentum β > 0 the sum goes
-    through the servers' float32 velocity (v = β·v + Σ, master += v)."""
-
-    step: int
-    sigma: float
-    terms: list[tuple[int, float]]
-    momentum: float = 0.0
-
-
 def _checksum(body: dict[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def encode_record(record: UpdateRecord) -> str:
-    """The log line of a record (JSON floats round-trip exactly)."""
-    body = {"step": record.step, "sigma": record.sigma, "terms": [[seed, coeff] for seed, coeff in record.terms]}
-    if record.momentum:  # only when used: logs without momentum keep their bytes and checksums
-        body["momentum"] = record.momentum
+def encode_step(step: ESStep) -> str:
+    """The log line of a step (JSON floats round-trip exactly)."""
+    body = step.to_json()
     return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")) + "\n"
 
 
-def _decode_record(line: str) -> UpdateRecord:
+def _decode_step(line: str) -> ESStep:
     data = json.loads(line)
     checksum = data.pop("checksum", None)
     if checksum != _checksum(data):
         raise ValueError("checksum mismatch")
-    return UpdateRecord(
-        step=int(data["step"]),
-        sigma=float(data["sigma"]),
-        terms=[(int(seed), float(coeff)) for seed, coeff in data["terms"]],
-        momentum=float(data.get("momentum", 0.0)),
-    )
+    return ESStep.from_json(data)
 
 
-def read_update_log(path: Path, repair: bool = False) -> list[UpdateRecord]:
+def read_update_log(path: Path, repair: bool = False) -> list[ESStep]:
     """All intact records in order. A torn final line is dropped (and cut from the file if `repair`)."""
     if not path.exists():
         return []
     raw = path.read_bytes()
-    records: list[UpdateRecord] = []
+    records: list[ESStep] = []
     offset = 0
     lines = raw.split(b"\n")
     for number, line in enumerate(lines, 1):
@@ -97,7 +81,7 @@ def read_update_log(path: Path, repair: bool = False) -> list[UpdateRecord]:
         try:
             if number == len(lines):  # no trailing newline: the write never finished
                 raise ValueError("record not terminated")
-            record = _decode_record(line.decode())
+            record = _decode_step(line.decode())
             if record.step != len(records) + 1:
                 raise ValueError(f"step {record.step} where step {len(records) + 1} was expected")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
@@ -168,7 +152,7 @@ class RunDirectory:
         if not isinstance(snapshot, dict):
             raise CorruptRunError(f"{config_path} does not hold a config mapping")
         self.logs_path.mkdir(exist_ok=True)
-        logged_noise = (snapshot.get("es") or {}).get("noise", "gaussian")  # runs from before es.noise: gaussian
+        logged_noise = (snapshot.get("es") or {}).get("noise", LEGACY_NOISE_KIND)
         snapshot["es"] = {**(snapshot.get("es") or {}), "noise": logged_noise}  # not today's default, `auto`
         config = load_config(base=snapshot, overrides=overrides)
         logged_momentum = (snapshot.get("es") or {}).get("momentum", 0.0)
@@ -184,13 +168,13 @@ class RunDirectory:
             )
         return config
 
-    def updates(self, repair: bool = False) -> list[UpdateRecord]:
+    def updates(self, repair: bool = False) -> list[ESStep]:
         """The logged updates, in step order."""
         return read_update_log(self.updates_path, repair=repair)
 
-    def append_update(self, record: UpdateRecord) -> None:
-        """Append one record durably: one write, flush, fsync."""
-        line = encode_record(record).encode()
+    def append_update(self, step: ESStep) -> None:
+        """Append one step durably: one write, flush, fsync."""
+        line = encode_step(step).encode()
         with self.updates_path.open("ab") as handle:
             handle.write(line)
             handle.flush()

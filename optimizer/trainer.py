@@ -23,14 +23,15 @@ from seedcast.evaluators.datasets import load_problems
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.es.fitness import member_fitness
 from seedcast.optimizer.es.seeds import minibatch_indices
-from seedcast.optimizer.es.strategy import ESState, OpenES
+from seedcast.optimizer.es.strategies import make_strategy
+from seedcast.optimizer.es.strategy import ESState
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
 from seedcast.optimizer.fleet.replicas import Fleet
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.fleet.shards import tail_advice
 from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
-from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
+from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
 from seedcast.optimizer.trackers import open_trackers
 from seedcast.proto import seedcast_pb2 as pb
@@ -69,14 +70,7 @@ class Trainer:
         self.metrics = OptimizerMetrics(config.task.dataset, config.model.name, registry or CollectorRegistry())
         self.run = run
         self.show_progress = show_progress
-        self.strategy = OpenES(
-            config.es.population,
-            config.es.sigma,
-            config.es.learning_rate,
-            config.seed,
-            config.es.mirrored,
-            config.es.shaping,
-        )
+        self.strategy = make_strategy(config.es.strategy, run_seed=config.seed, **config.es.strategy_options())
         self.problems = load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
@@ -186,12 +180,9 @@ class Trainer:
         reports = await scheduler.run_iteration(work, on_report)
         bar.close()
         fitness = self._fitness(reports)
-        update, next_state = self.strategy.tell(state, members, fitness)
-        record = UpdateRecord(
-            step=update.step, sigma=update.sigma, terms=update.terms, momentum=self.config.es.momentum
-        )
-        self.run.append_update(record)  # logged (fsync) before any server applies it
-        fingerprint = await self.fleet.broadcast(record)
+        step, next_state = self.strategy.tell(state, members, fitness)
+        self.run.append_update(step)  # logged (fsync) before any server applies it
+        fingerprint = await self.fleet.broadcast(step)
         seconds = time.perf_counter() - started
         rewards = [r.fitness for r in reports.values() if not math.isnan(r.fitness)]  # raw mean rewards, unshaped
         failed = [r for r in reports.values() if r.error]
@@ -203,7 +194,7 @@ class Trainer:
             phases[phase] = statistics.fmean(values) if values else None
         iteration_record = IterationRecord(
             iteration=iteration,
-            step=update.step,
+            step=step.step,
             seconds=seconds,
             reward_mean=statistics.fmean(rewards) if rewards else None,
             reward_std=statistics.pstdev(rewards) if rewards else None,
@@ -216,7 +207,7 @@ class Trainer:
             servers_active=len(self.fleet.active),
             completion_tokens=tokens,
             tokens_per_second=tokens / seconds if seconds else 0.0,
-            update_terms=len(update.terms),
+            update_terms=len(step.terms),
             fingerprint=fingerprint,
             phase_seconds=phases,
         )

@@ -153,16 +153,23 @@ class SeedCoefficient(_message.Message):
     def __init__(self, seed: _Optional[int] = ..., coeff: _Optional[float] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("step", "terms", "sigma", "momentum")
+    __slots__ = ("step", "terms", "rule", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     STEP_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
-    SIGMA_FIELD_NUMBER: _ClassVar[int]
-    MOMENTUM_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     step: int
     terms: _containers.RepeatedCompositeFieldContainer[SeedCoefficient]
-    sigma: float
-    momentum: float
-    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., sigma: _Optional[float] = ..., momentum: _Optional[float] = ...) -> None: ...
+    rule: str
+    params: _containers.ScalarMap[str, float]
+    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., rule: _Optional[str] = ..., params: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class UpdateReply(_message.Message):
     __slots__ = ("step", "weights_fingerprint")

@@ -147,7 +147,7 @@ def test_all_options_together_reproduce_bit_for_bit_and_resume_and_export_to_the
 ):
     overrides = _overrides(tiny_model_dir, **STRONG)
     first_run, first = _train(tmp_path / "first", overrides)
-    assert all(record.momentum == 0.8 for record in first_run.updates())
+    assert all(step.rule == "momentum" and step.params == {"momentum": 0.8} for step in first_run.updates())
     assert all(r.update_terms > 0 for r in first.metrics)
     assert all(0 <= r.reward_min <= r.reward_max <= 1 for r in first.metrics)  # raw rewards, not normalised fitness
     # On one server instead of two, interrupted after 2 iterations and resumed: the same log, the same weights.

@@ -204,8 +204,8 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
 
 def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp_path, tiny_model_dir, servers, capsys):
     from seedcast.cli import main
+    from seedcast.optimizer.es.step import ESStep
     from seedcast.optimizer.fleet.client import ServerClient
-    from seedcast.optimizer.run_dir import UpdateRecord
 
     honest, impostor = servers(2)
     run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **_fleet([honest])))
@@ -213,7 +213,7 @@ def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp
     async def other_run_steps() -> str:  # the impostor holds another run's first two steps
         client = ServerClient(impostor.address)
         try:
-            other = [UpdateRecord(step=s, sigma=0.05, terms=[(10_000 + s, 0.01)]) for s in (1, 2)]
+            other = [ESStep(step=s, sigma=0.05, terms=[(10_000 + s, 0.01)]) for s in (1, 2)]
             return (await client.sync(other)).weights_fingerprint
         finally:
             await client.close()

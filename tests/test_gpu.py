@@ -22,7 +22,6 @@ from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.backends.hf import HFBackend
 from seedcast.inference_server.noise.apply import weights_fingerprint
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.fleet.client import update_request
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 
@@ -95,10 +94,10 @@ def test_an_update_equals_its_replay(tiny_model_dir, device, noise):
     for terms in steps:
         live.perturb(terms[0][0], 0.05)  # members ran in between, as in a run
         live.restore()
-        live.apply_update(terms, momentum=0.5)
+        live.apply_update(terms, "momentum", {"momentum": 0.5})
     replayed = _backend(tiny_model_dir, device, noise)
     for terms in steps:
-        replayed.apply_update(terms, momentum=0.5)
+        replayed.apply_update(terms, "momentum", {"momentum": 0.5})
     assert live.fingerprint() == replayed.fingerprint() != base
 
 
@@ -147,7 +146,7 @@ def test_a_run_on_the_device_is_reproduced_by_sync_and_by_export(tmp_path, tiny_
         running = await start_server(_backend(tiny_model_dir, device, noise), "127.0.0.1", 0)
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
-                requests = [update_request(u.step, u.terms, u.sigma, u.momentum) for u in run.updates()]
+                requests = [step.to_request() for step in run.updates()]
                 reply = await pb_grpc.InferenceServerStub(channel).Sync(iter(requests))
                 return reply.weights_fingerprint
         finally:

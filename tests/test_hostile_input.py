@@ -104,13 +104,15 @@ sampling = st.builds(
     seed=uint64,
 )
 terms = st.lists(st.builds(pb.SeedCoefficient, seed=uint64, coeff=extreme_floats), max_size=40)
+rules = st.sampled_from(["", "plain", "momentum"]) | st.text(max_size=100)
+rule_params = st.dictionaries(st.sampled_from(["momentum"]) | st.text(max_size=20), extreme_floats, max_size=20)
 
 
 @FUZZ
-@given(step=st.integers(0, 2**64 - 1) | st.just(1), sigma=extreme_floats, terms=terms)
-def test_fuzz_apply_update(server, step, sigma, terms):
+@given(step=st.integers(0, 2**64 - 1) | st.just(1), rule=rules, params=rule_params, terms=terms)
+def test_fuzz_apply_update(server, step, rule, params, terms):
     before, step_before = server.backend.fingerprint(), server.step
-    code = _call(server.stub.ApplyUpdate, pb.UpdateRequest(step=step, sigma=sigma, terms=terms))
+    code = _call(server.stub.ApplyUpdate, pb.UpdateRequest(step=step, rule=rule, params=params, terms=terms))
     if code == grpc.StatusCode.OK:
         assert server.step == step_before + 1
     else:
@@ -119,10 +121,10 @@ def test_fuzz_apply_update(server, step, sigma, terms):
 
 
 @FUZZ
-@given(steps=st.lists(st.tuples(st.integers(0, 50), extreme_floats, terms), max_size=5))
+@given(steps=st.lists(st.tuples(st.integers(0, 50), rules, rule_params, terms), max_size=5))
 def test_fuzz_sync(server, steps):
     step_before = server.step
-    requests = [pb.UpdateRequest(step=s, sigma=sigma, terms=t) for s, sigma, t in steps]
+    requests = [pb.UpdateRequest(step=s, rule=rule, params=params, terms=t) for s, rule, params, t in steps]
     _call(server.stub.Sync, iter(requests))
     assert server.step >= step_before  # valid leading steps may apply; nothing is ever undone or skipped
     _still_serving(server)
@@ -225,7 +227,7 @@ def test_bounded_load_of_concurrent_callers():
 class FailingUpdateTestBackend(SimulatedLatencyTestBackend):
     """A test double whose update breaks halfway, as an out-of-memory error would."""
 
-    def apply_update(self, terms, momentum=0.0):
+    def apply_update(self, terms, rule="plain", params=None):
         self.master["w"] += 1.0
         raise MemoryError("simulated: out of memory halfway through the update")
 
@@ -234,7 +236,7 @@ def test_an_update_that_fails_midway_fences_the_server_itself():
     served = ThreadedServer(Limits(allowed_evaluators=()))
     served.backend.__class__ = FailingUpdateTestBackend
     try:
-        update = pb.UpdateRequest(step=1, sigma=0.1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)])
+        update = pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)])
         with pytest.raises(grpc.RpcError) as raised:
             served.stub.ApplyUpdate(update, timeout=10)
         assert raised.value.code() == grpc.StatusCode.INTERNAL
@@ -292,7 +294,7 @@ def test_oversized_system_prompts_and_evaluator_specs_are_refused(server, field)
 
 
 def _update(step: int) -> pb.UpdateRequest:
-    return pb.UpdateRequest(step=step, sigma=0.1, terms=[pb.SeedCoefficient(seed=step, coeff=0.01)])
+    return pb.UpdateRequest(step=step, terms=[pb.SeedCoefficient(seed=step, coeff=0.01)])
 
 
 def test_a_sync_with_a_bad_step_is_refused_and_the_fingerprint_describes_the_weights_held():
@@ -332,9 +334,7 @@ def test_a_sync_stream_is_refused_at_its_first_bad_message_without_waiting_for_t
 def test_a_sync_may_not_buffer_more_terms_than_its_bound():
     served = ThreadedServer(Limits(allowed_evaluators=(), max_sync_terms=10))
     try:
-        many = [
-            pb.UpdateRequest(step=s, sigma=0.1, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)] * 4) for s in (1, 2, 3)
-        ]
+        many = [pb.UpdateRequest(step=s, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)] * 4) for s in (1, 2, 3)]
         with pytest.raises(grpc.RpcError) as raised:
             served.stub.Sync(iter(many), timeout=10)
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "terms per Sync" in raised.value.details()

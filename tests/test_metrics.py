@@ -50,7 +50,7 @@ def test_server_metrics_scraped_over_http(tiny_model_dir):
                 await call.write(_task(sign=0))
                 with pytest.raises(grpc.aio.AioRpcError):
                     await call.read()
-                update = pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)])
+                update = pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)])
                 await stub.ApplyUpdate(update)
                 return result
         finally:

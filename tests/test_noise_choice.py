@@ -9,8 +9,9 @@ from seedcast.cli import main
 from seedcast.inference_server.noise.kinds import resolve_kind
 from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.config_files import load_config
+from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
-from seedcast.optimizer.run_dir import RunDirectory, UpdateRecord
+from seedcast.optimizer.run_dir import RunDirectory
 from tests.test_end_to_end import _overrides
 
 
@@ -47,7 +48,7 @@ def test_the_resolved_kind_is_written_only_before_the_first_step(tmp_path):
     run = RunDirectory.create(tmp_path / "run", _config())
     run.record_resolved_config(_config("es.noise=table"))
     assert yaml.safe_load((run.path / "config.yaml").read_text())["es"]["noise"] == "table"
-    run.append_update(UpdateRecord(step=1, sigma=0.01, terms=[(1, 0.5)]))
+    run.append_update(ESStep(step=1, sigma=0.01, terms=[(1, 0.5)]))
     with pytest.raises(ConfigError, match="already has steps"):
         run.record_resolved_config(_config("es.noise=gaussian"))
     assert run.load_config().es.noise == "table"

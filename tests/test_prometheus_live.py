@@ -83,7 +83,7 @@ async def _provoke_rpc_error(address: str) -> None:
     """One refused update, so the error-by-code series exist as they would in a real fleet."""
     async with grpc.aio.insecure_channel(address) as channel:
         with pytest.raises(grpc.aio.AioRpcError):
-            await pb_grpc.InferenceServerStub(channel).ApplyUpdate(pb.UpdateRequest(step=99, sigma=0.1))
+            await pb_grpc.InferenceServerStub(channel).ApplyUpdate(pb.UpdateRequest(step=99))
 
 
 @pytest.fixture(scope="module")

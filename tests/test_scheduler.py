@@ -19,7 +19,7 @@ BATCH = pb.PromptBatch(
 
 
 def _work(population: int, mirrored: bool = False) -> IterationWork:
-    members = OpenES(population, 0.1, 0.1, mirrored=mirrored).ask(ESState(0))
+    members = OpenES(population=population, sigma=0.1, learning_rate=0.1, mirrored=mirrored).ask(ESState(0))
     return IterationWork(
         iteration=0,
         step=0,
@@ -149,7 +149,7 @@ def test_fast_members_share_messages_and_slow_ones_do_not():
 
 
 def test_several_claimed_members_keep_pairs_whole():
-    members = OpenES(8, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    members = OpenES(population=8, sigma=0.1, learning_rate=0.1, mirrored=True).ask(ESState(0))
     from collections import deque
 
     queue, pending = deque(units_of(members, 1)), {}
@@ -159,7 +159,7 @@ def test_several_claimed_members_keep_pairs_whole():
 
 
 def test_a_server_claims_a_pairs_shards_and_an_idle_one_takes_from_their_back():
-    members = OpenES(4, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    members = OpenES(population=4, sigma=0.1, learning_rate=0.1, mirrored=True).ask(ESState(0))
     from collections import deque
 
     queue, pending = deque(units_of(members, 3)), {}
@@ -176,7 +176,7 @@ def test_a_server_claims_a_pairs_shards_and_an_idle_one_takes_from_their_back():
 
 
 def test_a_server_prefetches_only_while_unclaimed_units_remain():
-    members = OpenES(4, 0.1, 0.1, mirrored=True).ask(ESState(0))
+    members = OpenES(population=4, sigma=0.1, learning_rate=0.1, mirrored=True).ask(ESState(0))
     from collections import deque
 
     queue, pending = deque(units_of(members, 2)), {}

@@ -13,6 +13,7 @@ from seedcast.cli import main
 from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.security import ServerSecurity
 from seedcast.inference_server.server import start_server
+from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.transport import SecurityConfigError
@@ -79,7 +80,7 @@ def _with_secure_server(pki, scenario):
 
 async def _update(client: ServerClient) -> pb.UpdateReply:
     try:
-        return await client.apply_update(1, [(5, 0.5)], 0.1)
+        return await client.apply_update(ESStep(step=1, sigma=0.1, terms=[(5, 0.5)]))
     finally:
         await client.close()
 

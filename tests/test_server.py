@@ -245,29 +245,26 @@ def test_raising_evaluator_fails_the_member_only(backend):
     assert backend.fingerprint() == before
 
 
-def test_updates_must_be_in_order_and_finite(backend):
+def test_updates_must_be_in_order_finite_and_name_a_rule_the_server_applies(backend):
     async def scenario(stub, channel, running):
         errors = []
         for request in (
-            pb.UpdateRequest(step=2, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)]),
-            pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=math.inf)]),
-            pb.UpdateRequest(step=1, sigma=0.0, terms=[]),
+            pb.UpdateRequest(step=2, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)]),
+            pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=math.inf)]),
+            pb.UpdateRequest(step=1, rule="adam"),
+            pb.UpdateRequest(step=1, rule="momentum", params={"momentum": 1.0}),
+            pb.UpdateRequest(step=1, rule="momentum"),
+            pb.UpdateRequest(step=1, params={"momentum": 0.5}),  # the plain rule takes no parameter
         ):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.ApplyUpdate(request)
             errors.append(raised.value.code())
         state_before = await stub.GetState(pb.StateRequest())
-        reply = await stub.ApplyUpdate(
-            pb.UpdateRequest(step=1, sigma=0.01, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)])
-        )
+        reply = await stub.ApplyUpdate(pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=0.01)]))
         return errors, state_before, reply
 
     errors, state_before, reply = with_server(backend, scenario)
-    assert errors == [
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.INVALID_ARGUMENT,
-    ]
+    assert errors == [grpc.StatusCode.FAILED_PRECONDITION] + [grpc.StatusCode.INVALID_ARGUMENT] * 5
     assert state_before.step == 0
     assert reply.step == 1 and reply.weights_fingerprint != state_before.weights_fingerprint
     assert reply.weights_fingerprint == backend.fingerprint()

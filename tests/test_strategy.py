@@ -16,7 +16,7 @@ def test_ask_is_a_pure_function_of_seed_and_iteration():
     strategy = OpenES(population=6, sigma=0.01, learning_rate=0.1, run_seed=5)
     assert strategy.ask(ESState(3)) == strategy.ask(ESState(3))
     assert strategy.ask(ESState(3)) != strategy.ask(ESState(4))
-    assert OpenES(6, 0.01, 0.1, run_seed=6).ask(ESState(3)) != strategy.ask(ESState(3))
+    assert OpenES(population=6, sigma=0.01, learning_rate=0.1, run_seed=6).ask(ESState(3)) != strategy.ask(ESState(3))
 
 
 def test_run_seeds_keep_their_values():
@@ -73,7 +73,6 @@ def test_failed_members_are_left_out():
     strategy = OpenES(population=4, sigma=0.1, learning_rate=1.0, mirrored=False)
     members = strategy.ask(ESState(0))
     update, _ = strategy.tell(ESState(0), members, {0: 1.0, 1: math.nan, 3: 0.0})
-    assert update.members_used == 2
     assert {seed for seed, _ in update.terms} == {members[0].seed, members[3].seed}
 
 

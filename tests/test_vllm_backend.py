@@ -301,8 +301,8 @@ def test_momentum_updates_match_the_hf_backend_and_the_replay(vllm_model_dir):
     fresh = _engine(vllm_model_dir)
     hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
-        fresh.apply_update(terms, momentum=0.7)
-        hf.apply_update(terms, momentum=0.7)
+        fresh.apply_update(terms, "momentum", {"momentum": 0.7})
+        hf.apply_update(terms, "momentum", {"momentum": 0.7})
         assert fresh.fingerprint() == hf.fingerprint()
     plain = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
     for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):

@@ -6,8 +6,11 @@ and share one contract test (tests/test_backend_contract.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,8 @@ class Backend(Protocol):
     - `perturb` sets weights to cast(master + sign * sigma * noise(seed)); `restore` makes them
       bit-identical to before the perturbation (by copying from master, never by subtracting), at the
       latest when they are next read (`sync_weights`);
-    - `apply_update` adds sum(coeff * noise(seed)) to master in float32, in the given order; with momentum β > 0
-      it keeps a float32 velocity v and applies v = β·v + sum(...), master += v (noise.apply.apply_update_terms).
+    - `apply_update` moves master in float32 by sum(coeff * noise(seed)), terms in the given order, through the
+      step's update rule (noise/update_rules.py; `momentum` keeps a float32 velocity), by noise.apply.apply_rule.
     """
 
     supports_entropy: bool  # whether generate(with_entropy=True) works; Sample refuses it otherwise
@@ -70,9 +73,11 @@ class Backend(Protocol):
         """Write any deferred restore now; generate calls it first, and so must anything else that reads
         the inference weights directly."""
 
-    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
-        """master += sum(coeff * noise(seed)) in float32 (through the velocity when `momentum` > 0), then re-cast
-        the inference weights."""
+    def apply_update(
+        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+    ) -> None:
+        """Apply one step, master moved by sum(coeff * noise(seed)) in float32 through the update rule `rule`
+        with `params`, then re-cast the inference weights."""
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

@@ -6,7 +6,9 @@ from functools import lru_cache
 
 import torch
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from seedcast.inference_server.backends.dtype_names import AUTO, DTYPE_NAMES
+
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 @lru_cache(maxsize=1)
@@ -34,7 +36,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """`auto` picks bf16 where the hardware runs it natively (CUDA with bf16, CPUs with avx512_bf16), else fp32."""
     if dtype != "auto":
         if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(DTYPES)}")
+            raise ValueError(f"unknown dtype {dtype!r}; choose one of {AUTO}, {', '.join(DTYPE_NAMES)}")
         return DTYPES[dtype]
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32

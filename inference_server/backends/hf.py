@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
 import torch
 
@@ -26,12 +27,13 @@ from seedcast.inference_server.backends.devices import pair_cache_by_default, re
 from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
-    apply_update_terms,
+    apply_rule,
     for_each_tensor,
     weights_fingerprint,
     write_perturbed,
 )
 from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 log = logging.getLogger("seedcast.server")
 
@@ -154,13 +156,15 @@ class HFBackend:
         self._restore_pending = self.perturbed or self._restore_pending
         self.perturbed = False
 
-    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
-        """master += Σ coeff·ε(seed) in float32 (through the float32 velocity when `momentum` > 0, allocated on
-        first use: one more float32 copy of the weights), then re-cast the inference weights."""
+    def apply_update(
+        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+    ) -> None:
+        """Move master by Σ coeff·ε(seed) in float32 through the update rule (the momentum rule's velocity is
+        allocated on first use: one more float32 copy of the weights), then re-cast the inference weights."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         self._mirror_key = None  # cached partners were computed from the old master
-        apply_update_terms(self.master, terms, self.threads, self.noise, momentum, self.velocity)
+        apply_rule(self.master, terms, rule, params or {}, self.velocity, self.noise, self.threads)
         self._sync_inference_weights()
 
     def fingerprint(self) -> str:

@@ -8,12 +8,14 @@ the backend registry: `seedcast serve` never runs it; tests and `bench/` constru
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
-from seedcast.inference_server.noise.apply import apply_update_terms, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_rule, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 
 class SimulatedLatencyTestBackend:
@@ -41,8 +43,10 @@ class SimulatedLatencyTestBackend:
     def sync_weights(self) -> None:
         """Nothing is deferred here."""
 
-    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
-        apply_update_terms(self.master, terms, threads=1, source=self.noise, momentum=momentum, velocity=self.velocity)
+    def apply_update(
+        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+    ) -> None:
+        apply_rule(self.master, terms, rule, params or {}, self.velocity, self.noise, threads=1)
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

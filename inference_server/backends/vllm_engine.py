@@ -23,6 +23,7 @@ exposes only top-k log-probabilities, so such requests are refused; run evaluati
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -40,6 +41,7 @@ from seedcast.inference_server.backends.vllm_support import (
 )
 from seedcast.inference_server.model_source import chat_text
 from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
 
@@ -148,13 +150,16 @@ class VLLMBackend:
             self._restore_pending = False
             self._weights_changed()
 
-    def apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
-        """master += Σ coeff·ε(seed) in float32 on every worker (through each worker's float32 velocity when
-        `momentum` > 0), then re-cast."""
+    def apply_update(
+        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+    ) -> None:
+        """Move master by Σ coeff·ε(seed) in float32 on every worker through the update rule (each worker keeps
+        its own rule state), then re-cast."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         terms = [(int(s), float(c)) for s, c in terms]
-        self.llm.collective_rpc("seedcast_apply_update", args=(terms, float(momentum)))
+        params = {str(k): float(v) for k, v in (params or {}).items()}
+        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, params))
         self._restore_pending = False  # the update writes cast(master)
         self._weights_changed()
 

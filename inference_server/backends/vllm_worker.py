@@ -34,7 +34,7 @@ from itertools import islice
 import torch
 
 from seedcast.inference_server.backends.vllm_support import check_master_fits
-from seedcast.inference_server.noise.apply import apply_update_terms, perturbed_master, weights_fingerprint
+from seedcast.inference_server.noise.apply import apply_rule, perturbed_master, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
 
 _REPACK_FLAG = "_seedcast_repack"
@@ -157,18 +157,19 @@ class SeedcastWorkerExtension:
         """Write cast(master) back: bit-exact, since the cast is deterministic."""
         self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
 
-    def seedcast_apply_update(self, terms: list[tuple[int, float]], momentum: float = 0.0) -> None:
-        """master += Σ coeff·ε(seed) in float32, terms in order (through a float32 velocity when `momentum` > 0),
-        then write cast(master)."""
+    def seedcast_apply_update(self, terms: list[tuple[int, float]], rule: str, params: dict[str, float]) -> None:
+        """Move master by Σ coeff·ε(seed) in float32, terms in order, through the update rule (the rule's state,
+        such as the momentum velocity, kept on this worker), then write cast(master)."""
         if not hasattr(self, "_seedcast_velocity"):
             self._seedcast_velocity: dict[str, torch.Tensor] = {}
-        apply_update_terms(
+        apply_rule(
             self._seedcast_master,
             [(int(s), float(c)) for s, c in terms],
-            self._seedcast_threads,
+            rule,
+            params,
+            self._seedcast_velocity,
             self._seedcast_noise,
-            momentum=float(momentum),
-            velocity=self._seedcast_velocity,
+            self._seedcast_threads,
         )
         self.seedcast_restore()
 

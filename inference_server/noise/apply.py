@@ -18,6 +18,7 @@ import torch
 from seedcast.inference_server.noise.gaussian import GAUSSIAN
 from seedcast.inference_server.noise.rounding import check_rounding_dtype, rounding_seed, stochastic_round_to_bf16_
 from seedcast.inference_server.noise.source import NoiseSource
+from seedcast.inference_server.noise.update_rules import rule_problems
 
 
 def write_perturbed(
@@ -153,6 +154,24 @@ def apply_update_terms(
             flat.add_(target)
 
     for_each_tensor(master.keys(), update_one, threads)
+
+
+def apply_rule(
+    master: Mapping[str, torch.Tensor],
+    terms: list[tuple[int, float]],
+    rule: str,
+    params: Mapping[str, float],
+    velocity: dict[str, torch.Tensor],
+    source: NoiseSource,
+    threads: int | None = None,
+) -> None:
+    """Apply one step by its update rule (update_rules.py) to the float32 master; `velocity` is the caller's
+    rule state kept from step to step (the momentum buffers, empty until a step uses them)."""
+    problems = rule_problems(rule, params)
+    if problems:
+        raise ValueError("; ".join(problems))
+    momentum = params["momentum"] if rule == "momentum" else 0.0
+    apply_update_terms(master, terms, threads, source, momentum, velocity)
 
 
 def weights_fingerprint(named_tensors: Iterator[tuple[str, torch.Tensor]] | Mapping[str, torch.Tensor]) -> str:

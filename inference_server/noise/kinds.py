@@ -1,4 +1,5 @@
-"""Noise kinds by name (`es.noise`, `seedcast serve --noise`): the one list of what exists."""
+"""Noise kinds by name (`es.noise`, `seedcast serve --noise`) and cast roundings (`es.rounding`): the one list
+of each, with the help text both configs share."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the kind names load without torch (the CLI's flags list them)
     from seedcast.inference_server.noise.source import NoiseSource
 
-NOISE_KINDS = ("gaussian", "table")
-NOISE_CHOICES = ("auto", *NOISE_KINDS)  # what a user may set; "auto" becomes a kind once the device is known
+NOISE_KINDS = {
+    "gaussian": "fresh seeded randn per tensor",
+    "table": "slices of one fixed 64 MiB table of Gaussian samples, about 3x cheaper to perturb on a CPU",
+}
+AUTO = "auto"  # what a user may also set: a kind chosen once the device is known (fastest_kind)
+LEGACY_NOISE_KIND = "gaussian"  # what runs and servers from before the noise setting drew (they do not name it)
+ROUNDINGS = {  # how perturbed weights are cast to the inference dtype (noise/rounding.py)
+    "nearest": "round to nearest",
+    "stochastic": "stochastic rounding, its randomness a pure function of seed and tensor name, so perturbations "
+    "below bf16's resolution survive in expectation",
+}
 
 
 def fastest_kind(device_type: str) -> str:
@@ -20,10 +30,10 @@ def fastest_kind(device_type: str) -> str:
 
 def resolve_kind(kind: str, device_type: str) -> str:
     """A concrete kind for `kind` ("auto" or a kind) on a device type; unknown kinds are refused."""
-    if kind == "auto":
+    if kind == AUTO:
         return fastest_kind(device_type)
     if kind not in NOISE_KINDS:
-        raise ValueError(f"unknown noise kind {kind!r}; choose one of {', '.join(NOISE_CHOICES)}")
+        raise ValueError(f"unknown noise kind {kind!r}; choose one of {AUTO}, {', '.join(NOISE_KINDS)}")
     return kind
 
 

@@ -1,8 +1,10 @@
 """ES update rules by name: how one step's Σ coeff·ε(seed) moves the float32 master.
 
 A step (UpdateRequest, a line of the update log) names its rule and the rule's parameters; the
-server checks them against this table before touching any weight, and applies the rule. A new rule
-is one entry here and a strategy that emits it (optimizer/es/); nothing in between changes.
+server checks them against this table before touching any weight, and applies the rule
+(`apply.apply_rule`). A new rule is one entry here, its arithmetic in apply.py, and a strategy that emits
+it (optimizer/es/); nothing in between changes. This table loads without torch: the optimizer names
+the plain rule from it.
 
 - `plain`: master += Σ coeff·ε(seed).
 - `momentum`: a float32 velocity per server, v = β·v + Σ coeff·ε(seed); master += v. A run keeps one β,
@@ -15,12 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import torch
-
-from seedcast.inference_server.noise.apply import apply_update_terms
-from seedcast.inference_server.noise.source import NoiseSource
-
-UNNAMED_RULE = ""  # proto3's default: a request that names no rule is a plain step
+PLAIN_RULE = "plain"
 
 
 @dataclass(frozen=True)
@@ -31,14 +28,15 @@ class UpdateRule:
 
 
 UPDATE_RULES: dict[str, UpdateRule] = {
-    "plain": UpdateRule(params={}),
+    PLAIN_RULE: UpdateRule(params={}),
     "momentum": UpdateRule(params={"momentum": (0.0, 1.0)}),
 }
 
 
 def rule_problems(rule: str, params: Mapping[str, float]) -> list[str]:
-    """What is wrong with a step's rule and parameters (empty: it can be applied)."""
-    name = rule or "plain"
+    """What is wrong with a step's rule and parameters (empty: it can be applied). An empty rule name,
+    proto3's default, is the plain rule."""
+    name = rule or PLAIN_RULE
     if name not in UPDATE_RULES:
         return [f"unknown update rule {rule!r}; this server applies {', '.join(UPDATE_RULES)}"]
     expected = UPDATE_RULES[name].params
@@ -50,21 +48,3 @@ def rule_problems(rule: str, params: Mapping[str, float]) -> list[str]:
         elif not (math.isfinite(value) and low <= value < high):
             problems.append(f"{key} must be in [{low:g}, {high:g}), got {value}")
     return problems
-
-
-def apply_rule(
-    master: Mapping[str, torch.Tensor],
-    terms: list[tuple[int, float]],
-    rule: str,
-    params: Mapping[str, float],
-    velocity: dict[str, torch.Tensor],
-    source: NoiseSource,
-    threads: int | None = None,
-) -> None:
-    """Apply one step to the float32 master; `velocity` is the caller's state kept from step to step (the
-    momentum buffers, empty until a step uses them)."""
-    problems = rule_problems(rule, params)
-    if problems:
-        raise ValueError("; ".join(problems))
-    momentum = params["momentum"] if rule == "momentum" else 0.0
-    apply_update_terms(master, terms, threads, source, momentum, velocity)

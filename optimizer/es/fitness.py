@@ -16,10 +16,9 @@ shaping (it subtracts the same constant from every member), so the scaling is th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
-
-FITNESS_MODES = ("mean", "per_prompt")
 
 
 def mean_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
@@ -54,10 +53,14 @@ def per_prompt_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
     return {m: float(f) for m, f in zip(members, fitness, strict=True)}
 
 
+FITNESS_MODES: dict[str, Callable[[dict[int, list[float]]], dict[int, float]]] = {
+    "mean": mean_fitness,
+    "per_prompt": per_prompt_fitness,
+}
+
+
 def member_fitness(rewards: dict[int, list[float]], mode: str) -> dict[int, float]:
     """Fitness of the members that returned, by mode (see the module docstring)."""
-    if mode == "mean":
-        return mean_fitness(rewards)
-    if mode == "per_prompt":
-        return per_prompt_fitness(rewards)
-    raise ValueError(f"unknown fitness mode {mode!r}; choose one of {', '.join(FITNESS_MODES)}")
+    if mode not in FITNESS_MODES:
+        raise ValueError(f"unknown fitness mode {mode!r}; choose one of {', '.join(FITNESS_MODES)}")
+    return FITNESS_MODES[mode](rewards)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 from seedcast.proto import seedcast_pb2 as pb
-
-PLAIN_RULE = "plain"  # master += Σ coeff·ε(seed): no parameters, no state on the servers
 
 
 @dataclass(frozen=True)

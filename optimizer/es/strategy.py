@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 from seedcast.optimizer.es.seeds import derive_seed
 from seedcast.optimizer.es.shaping import SHAPINGS
+from seedcast.optimizer.es.step import ESStep
 
 
 @dataclass(frozen=True)
@@ -41,27 +43,22 @@ class Member:
     sigma: float
 
 
-@dataclass(frozen=True)
-class Update:
-    """The outcome of tell: (seed, coefficient) terms in order, and what they were computed from."""
-
-    step: int
-    terms: list[tuple[int, float]]
-    sigma: float
-    members_used: int
-
-
 class OpenES:
-    """Seeded OpenAI-ES with optional mirrored sampling and pluggable fitness shaping."""
+    """Seeded OpenAI-ES with optional mirrored sampling, pluggable fitness shaping and momentum in seed space.
+
+    With `momentum` β > 0 its steps use the servers' `momentum` update rule (a float32 velocity, v = β·v + Σ,
+    master += v); with 0 they are plain steps."""
 
     def __init__(
         self,
+        *,
         population: int,
         sigma: float,
         learning_rate: float,
         run_seed: int = 0,
         mirrored: bool = True,
         shaping: str = "zscore",
+        momentum: float = 0.0,
     ) -> None:
         if population < 2 or (mirrored and population % 2):
             raise ValueError("population must be >= 2, and even with mirrored sampling")
@@ -69,12 +66,15 @@ class OpenES:
             raise ValueError("sigma and learning_rate must be finite and > 0")
         if shaping not in SHAPINGS:
             raise ValueError(f"unknown shaping {shaping!r}; choose one of {', '.join(SHAPINGS)}")
+        if not (math.isfinite(momentum) and 0.0 <= momentum < 1.0):
+            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
         self.population = population
         self.sigma = sigma
         self.learning_rate = learning_rate
         self.run_seed = run_seed
         self.mirrored = mirrored
         self.shaping = shaping
+        self.momentum = momentum
 
     def ask(self, state: ESState) -> list[Member]:
         """The members of iteration `state.iteration`; mirrored pairs share seed and sampling seed."""
@@ -94,8 +94,8 @@ class OpenES:
             )
         return members
 
-    def tell(self, state: ESState, members: list[Member], fitness: dict[int, float]) -> tuple[Update, ESState]:
-        """Form the update from the members that returned a finite fitness; failed ones are left out.
+    def tell(self, state: ESState, members: list[Member], fitness: dict[int, float]) -> tuple[ESStep, ESState]:
+        """Form the step from the members that returned a finite fitness; failed ones are left out.
 
         Terms of one seed (a mirrored pair) are merged into one coefficient, in member order.
         """
@@ -106,10 +106,11 @@ class OpenES:
             scale = self.learning_rate / (len(used) * self.sigma)
             for member, weight in zip(used, shaped, strict=True):
                 terms[member.seed] = terms.get(member.seed, 0.0) + member.sign * scale * float(weight)
-        update = Update(
+        step = ESStep(
             step=state.iteration + 1,
-            terms=[(s, c) for s, c in terms.items() if c != 0.0],
             sigma=self.sigma,
-            members_used=len(used),
+            terms=[(s, c) for s, c in terms.items() if c != 0.0],
+            rule="momentum" if self.momentum else PLAIN_RULE,
+            params={"momentum": self.momentum} if self.momentum else {},
         )
-        return update, ESState(iteration=state.iteration + 1)
+        return step, ESState(iteration=state.iteration + 1)

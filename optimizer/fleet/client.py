@@ -7,16 +7,11 @@ from dataclasses import dataclass, replace
 
 import grpc
 
+from seedcast.optimizer.es.step import ESStep
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import AUTH_HEADER, GRPC_OPTIONS, bearer, read_secret, read_token
-
-
-def update_request(step: int, terms: list[tuple[int, float]], sigma: float, momentum: float = 0.0) -> pb.UpdateRequest:
-    """The wire form of one update step."""
-    coefficients = [pb.SeedCoefficient(seed=seed, coeff=coeff) for seed, coeff in terms]
-    return pb.UpdateRequest(step=step, sigma=sigma, terms=coefficients, momentum=momentum)
 
 
 class ServerUnreachableError(SeedcastError, ConnectionError):
@@ -100,16 +95,13 @@ class ServerClient:
         """The server's step, fingerprint and model."""
         return await self.stub.GetState(pb.StateRequest(), metadata=self.metadata)
 
-    async def apply_update(
-        self, step: int, terms: list[tuple[int, float]], sigma: float, momentum: float = 0.0
-    ) -> pb.UpdateReply:
+    async def apply_update(self, step: ESStep) -> pb.UpdateReply:
         """Send one update step."""
-        return await self.stub.ApplyUpdate(update_request(step, terms, sigma, momentum), metadata=self.metadata)
+        return await self.stub.ApplyUpdate(step.to_request(), metadata=self.metadata)
 
-    async def sync(self, records) -> pb.UpdateReply:
-        """Replay logged steps (objects with step, terms, sigma, momentum) in one Sync call."""
-        requests = [update_request(r.step, r.terms, r.sigma, r.momentum) for r in records]
-        return await self.stub.Sync(iter(requests), metadata=self.metadata)
+    async def sync(self, steps: list[ESStep]) -> pb.UpdateReply:
+        """Replay logged steps in one Sync call."""
+        return await self.stub.Sync(iter([step.to_request() for step in steps]), metadata=self.metadata)
 
     async def sample(self, request: pb.SampleRequest) -> pb.SampleReply:
         """Scored samples on the current weights."""

@@ -9,7 +9,7 @@ update log keeps its meaning and `--resume`, `Sync` and `export` replay with the
 
 from __future__ import annotations
 
-from seedcast.inference_server.noise.kinds import fastest_kind
+from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND, fastest_kind
 from seedcast.optimizer.config import ModelConfig, TrainConfig
 from seedcast.proto.errors import SeedcastError
 
@@ -32,7 +32,7 @@ def choose_noise(config: TrainConfig, given_servers: dict[str, str]) -> str:
     that reports none predates the field and draws gaussian), else the fastest for the local device."""
     if config.es.noise != "auto":
         return config.es.noise
-    kinds = {address: kind or "gaussian" for address, kind in given_servers.items()}
+    kinds = {address: kind or LEGACY_NOISE_KIND for address, kind in given_servers.items()}
     if len(set(kinds.values())) > 1:
         listing = ", ".join(f"{address} draws {kind}" for address, kind in sorted(kinds.items()))
         raise NoiseMismatchError(

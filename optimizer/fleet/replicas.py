@@ -20,12 +20,13 @@ from pathlib import Path
 
 import grpc
 
+from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
 from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
 from seedcast.optimizer.metrics import OptimizerMetrics
-from seedcast.optimizer.run_dir import UpdateRecord
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import plaintext_allowed, split_address
 
@@ -46,14 +47,14 @@ class Fleet:
         self.known: dict[str, ClientSecurity] = {}
         self.active: list[ServerClient] = []
         self.fenced: dict[str, str] = {}
-        self.records: list[UpdateRecord] = []
+        self.steps: list[ESStep] = []
         self.fingerprint = ""
         self.local_fleet: LocalFleet | None = None
         self.noise = config.es.noise  # the run's noise kind; `auto` is resolved by start()
 
     # ----- lifecycle -----------------------------------------------------------------------
-    async def start(self, records: list[UpdateRecord], logged_fingerprint: str | None = None) -> str:
-        """Connect, sync every server to `records`, check agreement; returns the fingerprint.
+    async def start(self, steps: list[ESStep], logged_fingerprint: str | None = None) -> str:
+        """Connect, sync every server to `steps`, check agreement; returns the fingerprint.
 
         `logged_fingerprint`, the fingerprint the run recorded after its last logged step (on resume), must be
         what every server then holds: a server with other weights at that step is refused by name."""
@@ -76,17 +77,17 @@ class Fleet:
             self.known.update((client.address, client.security) for client in local)
             await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in local))
             self.active.extend(local)
-        self.records = list(records)
+        self.steps = list(steps)
         fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
         if logged_fingerprint:
             wrong = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != logged_fingerprint]
             if wrong:
                 listing = ", ".join(f"{c.address} holds {fp}" for c, fp in wrong)
                 raise FingerprintMismatchError(
-                    f"the run logged fingerprint {logged_fingerprint} at step {len(records)}, but {listing}; "
+                    f"the run logged fingerprint {logged_fingerprint} at step {len(steps)}, but {listing}; "
                     "restart those servers so they reload the base model and replay the log"
                 )
-        self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(records)}")
+        self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(steps)}")
         self.metrics.servers_up.set(len(self.active))
         return self.fingerprint
 
@@ -106,7 +107,7 @@ class Fleet:
     async def _sync(self, client: ServerClient, strict: bool) -> str:
         """Replay the steps the server lacks; a server ahead of the log is an error (strict) or fenced."""
         state = await client.state()
-        noise = state.noise or "gaussian"  # servers that predate the field draw gaussian noise
+        noise = state.noise or LEGACY_NOISE_KIND
         if noise != self.noise:
             message = (
                 f"server {client.address} perturbs with {noise} noise but this run uses "
@@ -115,17 +116,17 @@ class Fleet:
             if strict:
                 raise NoiseMismatchError(message)
             return f"{noise}-noise"  # fenced: it can never agree with the fleet
-        if state.step > len(self.records):
+        if state.step > len(self.steps):
             message = (
-                f"server {client.address} is at step {state.step} but the run log has {len(self.records)} "
+                f"server {client.address} is at step {state.step} but the run log has {len(self.steps)} "
                 "steps; restart it so it reloads the base model"
             )
             if strict:
                 raise FingerprintMismatchError(message)
             return f"ahead-of-log:{state.step}"
-        if state.step == len(self.records):
+        if state.step == len(self.steps):
             return state.weights_fingerprint
-        return (await client.sync(self.records[state.step :])).weights_fingerprint
+        return (await client.sync(self.steps[state.step :])).weights_fingerprint
 
     def _fence(self, client: ServerClient, reason: str) -> None:
         log.error("fencing server %s: %s; it will not be used again in this run", client.address, reason)
@@ -149,12 +150,12 @@ class Fleet:
                     self._fence(client, f"fingerprint {fingerprint} != fleet {majority} {what}")
         return majority
 
-    async def broadcast(self, record: UpdateRecord) -> str:
+    async def broadcast(self, step: ESStep) -> str:
         """Apply a (logged) update on every active server; returns the agreed fingerprint."""
-        self.records.append(record)
+        self.steps.append(step)
         clients = list(self.active)
         replies = await asyncio.gather(
-            *(c.apply_update(record.step, record.terms, record.sigma, record.momentum) for c in clients),
+            *(c.apply_update(step) for c in clients),
             return_exceptions=True,
         )
         fingerprints = {}
@@ -163,7 +164,7 @@ class Fleet:
                 log.warning(
                     "server %s failed to apply step %d (%s); it leaves the active set",
                     client.address,
-                    record.step,
+                    step.step,
                     reply.details(),
                 )
                 client.drop_stream()
@@ -173,14 +174,14 @@ class Fleet:
             else:
                 fingerprints[client] = reply.weights_fingerprint
         if fingerprints:
-            self.fingerprint = self._agree(fingerprints, f"after step {record.step}")
+            self.fingerprint = self._agree(fingerprints, f"after step {step.step}")
         if not self.active:  # every server failed the update: try to bring some back right away
             await self.readmit()
         self.metrics.servers_up.set(len(self.active))
         if not self.active:
             from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 
-            raise FleetExhaustedError(f"no inference server applied step {record.step} or could rejoin")
+            raise FleetExhaustedError(f"no inference server applied step {step.step} or could rejoin")
         return self.fingerprint
 
     def _listed_servers(self) -> list[str]:
@@ -240,6 +241,6 @@ class Fleet:
             self._fence(client, f"after sync its fingerprint {fingerprint} != fleet {self.fingerprint}")
             await client.close()
             return
-        log.info("server %s rejoined at step %d", address, len(self.records))
+        log.info("server %s rejoined at step %d", address, len(self.steps))
         self.metrics.servers_rejoined.inc()
         self.active.append(client)
