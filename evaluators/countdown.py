@@ -29,6 +29,7 @@ from collections import Counter
 from fractions import Fraction
 
 from seedcast.evaluators.base import Problem
+from seedcast.evaluators.generator import Generator
 
 COUNTDOWN_INSTRUCTION = (
     "Reply with only an arithmetic expression that uses each number exactly once and equals the target."
@@ -242,3 +243,6 @@ def countdown_problems(count: int, difficulty: int = 1, seed: int = 0) -> list[P
             )
         )
     return problems
+
+
+COUNTDOWN_GENERATOR = Generator(problems=countdown_problems, levels=LEVELS, level_setting="countdown_difficulty")

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from seedcast.evaluators.base import Problem
-from seedcast.evaluators.countdown import countdown_problems
-from seedcast.evaluators.synthetic import synthetic_problems
-from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, TASKS
+from seedcast.evaluators.tasks import DATASET_KINDS, HUB, TASKS
 from seedcast.proto.errors import SeedcastError
 
 
@@ -39,8 +37,8 @@ class DatasetSpec:
     limit: int | None = None
     synthetic_size: int = 2000
     synthetic_difficulty: int = 2
-    synthetic_seed: int = 0  # the seed of generated problems (synthetic and countdown)
-    countdown_difficulty: int = 1
+    synthetic_seed: int = 0  # the seed of generated problems (every generated task)
+    countdown_difficulty: int = 1  # each generated task's level is the field its Generator.level_setting names
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -123,18 +121,18 @@ def _hub_records(spec: DatasetSpec) -> list[dict[str, Any]]:
 
 def load_problems(spec: DatasetSpec) -> list[Problem]:
     """All problems of a dataset spec (at most `limit`)."""
-    if spec.kind == "synthetic":
-        problems = synthetic_problems(spec.synthetic_size, spec.synthetic_difficulty, spec.synthetic_seed)
-    elif spec.kind == "countdown":
-        problems = countdown_problems(spec.synthetic_size, spec.countdown_difficulty, spec.synthetic_seed)
-    elif spec.kind == "hf":
+    task = TASKS.get(spec.kind)
+    if task is None:
+        raise DatasetError(f"unknown dataset kind {spec.kind!r}; choose one of {', '.join(DATASET_KINDS)}")
+    if task.generator is not None:
+        level = getattr(spec, task.generator.level_setting)
+        problems = task.generator.problems(spec.synthetic_size, level, spec.synthetic_seed)
+    elif task.source == HUB:
         problems = _problems_from_records(_hub_records(spec), spec, spec.path or "hub")
-    elif spec.kind in FILE_KINDS:
+    else:
         if not spec.path:
             raise DatasetError(f"dataset kind {spec.kind!r} needs task.path (a .jsonl, .json or .parquet file)")
         problems = _problems_from_records(read_records(Path(spec.path)), spec, Path(spec.path).name)
-    else:
-        raise DatasetError(f"unknown dataset kind {spec.kind!r}; choose one of {', '.join(DATASET_KINDS)}")
     if not problems:
         raise DatasetError(f"dataset {spec.kind} {spec.path or ''} has no problems")
     return problems[: spec.limit] if spec.limit else problems

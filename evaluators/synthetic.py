@@ -15,6 +15,7 @@ import random
 
 from seedcast.evaluators.answers import last_number, normalize_number
 from seedcast.evaluators.base import Problem
+from seedcast.evaluators.generator import Generator
 
 SYNTHETIC_INSTRUCTION = "Reply with only the final number."
 # difficulty -> (operator, digits of the left operand, digits of the right operand)
@@ -52,6 +53,9 @@ def synthetic_problems(count: int, difficulty: int = 2, seed: int = 0) -> list[P
             )
         )
     return problems
+
+
+SYNTHETIC_GENERATOR = Generator(problems=synthetic_problems, levels=LEVELS, level_setting="synthetic_difficulty")
 
 
 def synthetic_reward(completion: str, reference: str) -> float | None:

@@ -1,9 +1,11 @@
-"""The one table of tasks: for each dataset kind, where its fields are, which evaluator scores it,
-and which instruction is appended to its problems.
+"""The one table of tasks: for each dataset kind, one `Task` holding where its problems come from (a file's
+fields, the hub, or a generator with its levels), which evaluator scores it, how its references are cleaned
+and how held-out sets tell its problems apart.
 
-Add a task here (and its reader in datasets.py if it needs a new one); nothing else holds these
-facts. The instruction follows the evaluator, not the dataset, because it asks for the answer format
-that evaluator parses: `task.evaluator=gsm8k` on a JSONL file gets the GSM8K instruction.
+Add a task here; nothing else holds these facts. A generated task is one module (its generator, evaluator and
+instruction, as synthetic.py and countdown.py are) and one line here. The instruction follows the evaluator,
+not the dataset, because it asks for the answer format that evaluator parses: `task.evaluator=gsm8k` on a
+JSONL file gets the GSM8K instruction.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from seedcast.evaluators.base import Problem
-from seedcast.evaluators.countdown import COUNTDOWN_INSTRUCTION, countdown_key
+from seedcast.evaluators.countdown import COUNTDOWN_GENERATOR, COUNTDOWN_INSTRUCTION, countdown_key
+from seedcast.evaluators.generator import Generator
 from seedcast.evaluators.gsm8k import GSM8K_INSTRUCTION, gsm8k_reference
 from seedcast.evaluators.math_answer import MATH_INSTRUCTION
-from seedcast.evaluators.synthetic import SYNTHETIC_INSTRUCTION
+from seedcast.evaluators.synthetic import SYNTHETIC_GENERATOR, SYNTHETIC_INSTRUCTION
+
+FILE, HUB, GENERATED = "file", "hub", "generated"  # where a task's problems come from
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,12 @@ class Task:
     # When two problems are the same one, for held-out sets (None: the same prompt, and a held-out set may repeat
     # one, as the synthetic task's committed evaluations were made); with a key, a held-out set holds each once.
     problem_key: Callable[[Problem], str] | None = None
+    source: str = FILE  # FILE: records of task.path; HUB: a hub dataset; GENERATED: `generator`
+    generator: Generator | None = None  # the problems of a generated task, made offline
+
+    def __post_init__(self) -> None:
+        if (self.source == GENERATED) != (self.generator is not None):
+            raise ValueError("a task is generated exactly when it has a generator")
 
 
 TASKS: dict[str, Task] = {
@@ -43,13 +54,12 @@ TASKS: dict[str, Task] = {
     "json": Task("math"),
     "parquet": Task("math"),
     # Generated offline, no records.
-    "synthetic": Task("synthetic"),
-    "countdown": Task("countdown", problem_key=countdown_key),  # the same up to the order of its numbers
+    "synthetic": Task("synthetic", source=GENERATED, generator=SYNTHETIC_GENERATOR),
+    # Countdown problems are the same up to the order of their numbers.
+    "countdown": Task("countdown", problem_key=countdown_key, source=GENERATED, generator=COUNTDOWN_GENERATOR),
     # A Hugging Face hub dataset (task.path is its id), when the hub is reachable.
-    "hf": Task("math"),
+    "hf": Task("math", source=HUB),
 }
-GENERATED_KINDS = ("synthetic", "countdown")
-FILE_KINDS = tuple(kind for kind in TASKS if kind not in ("hf", *GENERATED_KINDS))
 DATASET_KINDS = tuple(TASKS)
 
 # evaluator spec -> the instruction asking for the answer format it parses ("" for all others)

@@ -6,12 +6,12 @@ cancelled call — can leave perturbed weights behind. Scoring needs only text, 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 from seedcast.evaluators.base import Evaluator, ScoredSample
 from seedcast.inference_server.backends.base import Backend, Completion, Sampling
+from seedcast.proto.scorable import mean_of_scorable
 
 
 @dataclass
@@ -45,15 +45,10 @@ def score_completions(
     return rewards
 
 
-def mean_reward(rewards: list[float | None]) -> float:
-    """Mean of the scorable rewards; NaN when none is scorable."""
-    scored = [r for r in rewards if r is not None]
-    return sum(scored) / len(scored) if scored else math.nan
-
-
 def evaluate_member(
     backend: Backend,
     evaluator: Evaluator,
+    *,
     prompts: list[str],
     references: list[str],
     system_prompt: str,
@@ -76,7 +71,7 @@ def evaluate_member(
     per_prompt = score_completions(evaluator, prompts, references, completions)
     scored = time.perf_counter()
     return MemberOutcome(
-        rewards=[mean_reward(group) for group in per_prompt],
+        rewards=[mean_of_scorable(group) for group in per_prompt],
         completion_tokens=[sum(c.tokens for c in group) for group in completions],
         perturb_seconds=perturbed - started,
         generate_seconds=generated - perturbed,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -35,6 +34,7 @@ from seedcast.inference_server.validation import (
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 from seedcast.proto.reward_bytes import encode_rewards
+from seedcast.proto.scorable import mean_of_scorable, scorable
 from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.server")
@@ -140,14 +140,14 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                         evaluate_member,
                         self.backend,
                         evaluator,
-                        prompts,
-                        references,
-                        batch.system_prompt,
-                        task.seed,
-                        task.sigma,
-                        task.sign,
-                        sampling,
-                        task.stochastic_rounding,
+                        prompts=prompts,
+                        references=references,
+                        system_prompt=batch.system_prompt,
+                        seed=task.seed,
+                        sigma=task.sigma,
+                        sign=task.sign,
+                        sampling=sampling,
+                        stochastic_rounding=task.stochastic_rounding,
                     ),
                 )
             self._record(outcome)
@@ -159,11 +159,11 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"
                 )
             )
-        scored = [float(numpy.float32(r)) for r in outcome.rewards if not math.isnan(r)]
+        scored = scorable(float(numpy.float32(r)) for r in outcome.rewards)  # the float32 values the wire carries
         result = pb.MemberResult(
             iteration=task.iteration,
             member=task.member,
-            reward_mean=sum(scored) / len(scored) if scored else math.nan,
+            reward_mean=mean_of_scorable(scored),
             prompts_scored=len(scored),
             total_completion_tokens=sum(outcome.completion_tokens),
             timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}),

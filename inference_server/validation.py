@@ -15,6 +15,8 @@ from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE, rule_problems
 from seedcast.proto import seedcast_pb2 as pb
 
+WHOLE_BATCH = 0  # MemberTask.shards of a task that covers the whole batch: its one encoding (proto3's default)
+
 
 class RequestError(Exception):
     """A request the server refuses; carries the status code to answer with."""
@@ -159,18 +161,20 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
         )
     if task.sign not in (1, -1):
         raise _invalid(f"sign must be +1 or -1, got {task.sign}")
+    if task.shards == 1:
+        raise _invalid(f"shards = 1 would be the whole batch, which is written shards = {WHOLE_BATCH}")
     if task.shards > len(batch.problems) or task.shard >= max(1, task.shards):
         raise _invalid(
             f"shard {task.shard} of {task.shards} does not fit a batch of {len(batch.problems)} prompts "
-            "(need shard < shards <= prompts; 0 shards = the whole batch)"
+            f"(need shard < shards <= prompts; {WHOLE_BATCH} shards = the whole batch)"
         )
     check_sigma(task.sigma, limits)
     return sampling_from_proto(task.sampling, limits)
 
 
 def shard_slice(task: pb.MemberTask, prompts: int) -> slice:
-    """The prompts a task covers: its shard's contiguous slice, or all of them (0 or 1 shards)."""
-    shards = max(1, task.shards)
+    """The prompts a task covers: its shard's contiguous slice, or all of them (WHOLE_BATCH)."""
+    shards = 1 if task.shards == WHOLE_BATCH else task.shards
     return slice(task.shard * prompts // shards, (task.shard + 1) * prompts // shards)
 
 

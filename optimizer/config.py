@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from seedcast.evaluators.countdown import LEVELS as COUNTDOWN_LEVELS
 from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
-from seedcast.evaluators.tasks import DATASET_KINDS, FILE_KINDS, default_evaluator, default_instruction
+from seedcast.evaluators.tasks import DATASET_KINDS, GENERATED, TASKS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.inference_server.noise.kinds import ROUNDINGS
 from seedcast.inference_server.serve_config import (
@@ -83,14 +83,14 @@ class TaskConfig(Section):
     @model_validator(mode="after")
     def _check(self) -> TaskConfig:
         problems = []
-        if self.dataset not in DATASET_KINDS:
-            problems.append(f"task.dataset: unknown kind {self.dataset!r}; set one of {', '.join(DATASET_KINDS)}")
-        if (self.dataset in FILE_KINDS or self.dataset == "hf") and not self.path:
+        if self.dataset not in TASKS:
+            problems.append(f"task.dataset: unknown kind {self.dataset!r}; set one of {', '.join(TASKS)}")
+        elif TASKS[self.dataset].source != GENERATED and not self.path:
             problems.append(f"task.path: dataset {self.dataset!r} needs a path (a data file, or a hub id for hf)")
-        if self.synthetic_difficulty not in LEVELS:
-            problems.append(f"task.synthetic_difficulty: set one of {sorted(LEVELS)}")
-        if self.countdown_difficulty not in COUNTDOWN_LEVELS:
-            problems.append(f"task.countdown_difficulty: set one of {sorted(COUNTDOWN_LEVELS)}")
+        for task in TASKS.values():  # every level setting must be valid, whichever task the run uses
+            if task.generator is not None:
+                problems.append(task.generator.level_problem(getattr(self, task.generator.level_setting)))
+        problems = [problem for problem in problems if problem]
         if problems:
             raise ValueError("; ".join(problems))
         return self

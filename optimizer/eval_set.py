@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
-from seedcast.evaluators.tasks import GENERATED_KINDS
+from seedcast.evaluators.tasks import GENERATED, TASKS
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.es.seeds import derive_seed, minibatch_indices
 
@@ -21,7 +21,7 @@ def eval_problems(config: TrainConfig, training_problems: list[Problem]) -> list
     """`config.eval_size` problems: freshly generated ones (synthetic, countdown), else a seeded sample of the
     training set."""
     task = config.task
-    if task.dataset in GENERATED_KINDS:
+    if TASKS[task.dataset].source == GENERATED:
         return load_problems(task.dataset_spec(config.seed + EVAL_SEED_OFFSET))[: config.eval_size]
     indices = minibatch_indices(derive_seed(config.seed, "eval"), 0, len(training_problems), config.eval_size)
     return [training_problems[i] for i in indices]

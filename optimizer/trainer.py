@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
-from tqdm import tqdm
 
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
@@ -24,18 +22,20 @@ from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.es.fitness import member_fitness
 from seedcast.optimizer.es.seeds import minibatch_indices
 from seedcast.optimizer.es.strategies import make_strategy
-from seedcast.optimizer.es.strategy import ESState
+from seedcast.optimizer.es.strategy import ESState, Member
 from seedcast.optimizer.eval_set import eval_problems, prompt_text
-from seedcast.optimizer.fleet.replicas import Fleet
+from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.fleet.shards import tail_advice
+from seedcast.optimizer.iteration_progress import IterationProgress
+from seedcast.optimizer.iteration_summary import summarize_iteration
 from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
 from seedcast.optimizer.trackers import open_trackers
 from seedcast.proto import seedcast_pb2 as pb
-from seedcast.proto.telemetry import MEMBER_PHASES
+from seedcast.proto.scorable import mean_of_scorable
 
 log = logging.getLogger("seedcast.train")
 
@@ -75,7 +75,7 @@ class Trainer:
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
         self._eval_set: list[pb.Problem] | None = None  # built once, on first use
-        self.fleet = Fleet(config, run.logs_path, self.metrics)
+        self.fleet = fleet_for_run(config, run.logs_path, self.metrics)
         fleet = config.fleet
         self.scheduler = FleetScheduler(
             self.fleet.active, Deadlines(fleet.member_deadline_seconds, fleet.quorum, fleet.iteration_deadline_seconds)
@@ -118,8 +118,7 @@ class Trainer:
         )
         request.sampling.samples_per_prompt = 1
         reply = await self.fleet.active[0].sample(request)
-        rewards = [r for p in reply.problems for r in p.rewards if not math.isnan(r)]
-        return sum(rewards) / len(rewards) if rewards else math.nan
+        return mean_of_scorable(r for p in reply.problems for r in p.rewards)
 
     def _fitness(self, reports: dict[int, MemberReport]) -> dict[int, float]:
         """Each returned member's fitness (es.fitness); failed members get NaN and are left out of the update."""
@@ -132,11 +131,8 @@ class Trainer:
         fitness = member_fitness(returned, self.config.es.fitness)
         return {index: fitness.get(index, math.nan) for index in reports}
 
-    async def _iteration(self, state: ESState) -> tuple[ESState, IterationRecord]:
-        scheduler = self.scheduler
-        iteration = state.iteration
-        members = self.strategy.ask(state)
-        work = IterationWork(
+    def _work(self, iteration: int, members: list[Member]) -> IterationWork:
+        return IterationWork(
             iteration=iteration,
             step=iteration,
             batch=self._batch(iteration),
@@ -146,72 +142,40 @@ class Trainer:
             stochastic_rounding=self.config.es.rounding == "stochastic",
             prompt_shards=self.config.fleet.prompt_shards,
         )
-        started = time.perf_counter()
-        tokens = 0
-        bar = tqdm(
-            total=len(members),
-            desc=f"iter {iteration + 1}/{self.config.iterations}",
-            unit="member",
-            disable=not self.show_progress,
-            leave=True,
-            dynamic_ncols=True,
+
+    async def _iteration(self, state: ESState) -> tuple[ESState, IterationRecord]:
+        """Ask, evaluate the members on the fleet, tell, log the step (fsync), broadcast it, summarize."""
+        scheduler, iteration = self.scheduler, state.iteration
+        members = self.strategy.ask(state)
+        progress = IterationProgress(
+            members=len(members),
+            description=f"iter {iteration + 1}/{self.config.iterations}",
+            metrics=self.metrics,
+            show=self.show_progress,
+            forward=self.on_report,
         )
-        done_fitness: list[float] = []
-
-        def on_report(report: MemberReport) -> None:
-            nonlocal tokens
-            tokens += report.completion_tokens
-            self.metrics.tokens.inc(report.completion_tokens)
-            (self.metrics.members_failed if report.error else self.metrics.members_evaluated).inc()
-            if not math.isnan(report.fitness):
-                done_fitness.append(report.fitness)
-            elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.set_postfix(
-                reward=f"{statistics.fmean(done_fitness):.3f}" if done_fitness else "n/a",
-                tok_s=f"{tokens / elapsed:.0f}",
-                refresh=False,
-            )
-            bar.update(1)
-            if self.on_report is not None:
-                self.on_report(report)
-
         reassigned_before, dropped_before = scheduler.members_reassigned, scheduler.members_dropped
         await self.fleet.readmit()
-        reports = await scheduler.run_iteration(work, on_report)
-        bar.close()
-        fitness = self._fitness(reports)
-        step, next_state = self.strategy.tell(state, members, fitness)
+        reports = await scheduler.run_iteration(self._work(iteration, members), progress)
+        progress.close()
+        for report in reports.values():
+            if report.error:
+                log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
+        step, next_state = self.strategy.tell(state, members, self._fitness(reports))
         self.run.append_update(step)  # logged (fsync) before any server applies it
         fingerprint = await self.fleet.broadcast(step)
-        seconds = time.perf_counter() - started
-        rewards = [r.fitness for r in reports.values() if not math.isnan(r.fitness)]  # raw mean rewards, unshaped
-        failed = [r for r in reports.values() if r.error]
-        for report in failed:
-            log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
-        phases = {}
-        for phase in MEMBER_PHASES:
-            values = [r.timings[phase] for r in reports.values() if r.timings]
-            phases[phase] = statistics.fmean(values) if values else None
-        iteration_record = IterationRecord(
+        record = summarize_iteration(
             iteration=iteration,
-            step=step.step,
-            seconds=seconds,
-            reward_mean=statistics.fmean(rewards) if rewards else None,
-            reward_std=statistics.pstdev(rewards) if rewards else None,
-            reward_max=max(rewards, default=None),
-            reward_min=min(rewards, default=None),
-            members_ok=len(rewards),
-            members_failed=len(failed),
-            members_reassigned=scheduler.members_reassigned - reassigned_before,
-            members_dropped=scheduler.members_dropped - dropped_before,
+            step=step,
+            seconds=time.perf_counter() - progress.started,
+            reports=reports,
+            tokens=progress.tokens,
+            reassigned=scheduler.members_reassigned - reassigned_before,
+            dropped=scheduler.members_dropped - dropped_before,
             servers_active=len(self.fleet.active),
-            completion_tokens=tokens,
-            tokens_per_second=tokens / seconds if seconds else 0.0,
-            update_terms=len(step.terms),
             fingerprint=fingerprint,
-            phase_seconds=phases,
         )
-        return next_state, iteration_record
+        return next_state, record
 
     async def train(self) -> TrainResult:
         """Run (or resume) to `config.iterations`; returns the final fingerprint and the metrics."""

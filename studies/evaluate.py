@@ -31,7 +31,7 @@ from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.seeds import derive_seed
 from seedcast.optimizer.eval_set import prompt_text
 from seedcast.optimizer.fleet.client import ServerClient
-from seedcast.optimizer.fleet.replicas import Fleet
+from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_trackers
@@ -245,9 +245,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     problems, excluded = held_out_problems(config, options.exclude_seeds)
     instruction = config.task.instruction_text()
     evaluator = config.task.evaluator_spec()
-    fleet = Fleet(
-        config, out_dir / "logs", OptimizerMetrics(config.task.dataset, config.model.name, CollectorRegistry())
-    )
+    metrics = OptimizerMetrics(config.task.dataset, config.model.name, CollectorRegistry())
+    fleet = fleet_for_run(config, out_dir / "logs", metrics)
     requests = []
     for start in range(0, len(problems), options.problems_per_call):
         chunk = problems[start : start + options.problems_per_call]

@@ -343,21 +343,38 @@ def test_a_sync_may_not_buffer_more_terms_than_its_bound():
         served.stop()
 
 
-def test_an_update_that_fails_midway_on_a_real_backend_is_never_served(monkeypatch, tiny_model_dir):
+class FailingNoiseTestSource:
+    """A test double around a real noise source: it raises after `tensors` tensors were drawn for, as an
+    out-of-memory error halfway through an update would, so the "update failed midway" path runs on a real
+    backend. `tensors=None` passes everything through."""
+
+    def __init__(self, source, tensors: int | None) -> None:
+        self.source, self.tensors, self.names = source, tensors, set()
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+    def chunks(self, seed, name, *args, **kwargs):
+        self.names.add(name)
+        if self.tensors is not None and len(self.names) > self.tensors:
+            raise RuntimeError(f"injected fault: update stopped after {self.tensors} tensors")
+        return self.source.chunks(seed, name, *args, **kwargs)
+
+
+def test_an_update_that_fails_midway_on_a_real_backend_is_never_served(tiny_model_dir):
     from seedcast.inference_server.backends.hf import HFBackend
-    from seedcast.inference_server.noise import apply
 
     backend = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2)
     served = ThreadedServer(Limits(allowed_evaluators=()), backend=backend)
     base = backend.fingerprint()
-    monkeypatch.setattr(apply, "FAIL_UPDATE_AFTER_TENSORS", 3)  # the test-only fault injection
+    backend.noise = failing = FailingNoiseTestSource(backend.noise, tensors=3)
     try:
         with pytest.raises(grpc.RpcError) as raised:
             served.stub.ApplyUpdate(_update(1), timeout=30)
         assert raised.value.code() == grpc.StatusCode.INTERNAL and "injected fault" in raised.value.details()
         state = served.stub.GetState(pb.StateRequest(), timeout=10)
         assert state.step == 0 and state.weights_fingerprint == backend.fingerprint() != base  # half-applied
-        monkeypatch.setattr(apply, "FAIL_UPDATE_AFTER_TENSORS", None)
+        failing.tensors = None
         for call, request in ((served.stub.ApplyUpdate, _update(1)), (served.stub.Sync, iter([_update(1)]))):
             with pytest.raises(grpc.RpcError) as raised:
                 call(request, timeout=10)

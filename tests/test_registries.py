@@ -52,3 +52,21 @@ def test_every_problem_names_its_registry_at_once():
     assert f"{len(TRAIN_SETTINGS)} configuration problem(s)" in message
     for key, registry in TRAIN_SETTINGS:
         assert f"{key}: unknown" in message and ", ".join(registry) in message
+
+
+def test_a_new_generated_task_is_one_generator_and_one_task_line(monkeypatch):
+    from seedcast.evaluators.base import Problem
+    from seedcast.evaluators.datasets import load_problems
+    from seedcast.evaluators.generator import Generator
+    from seedcast.evaluators.tasks import GENERATED, TASKS, Task
+
+    def doubling(count: int, level: int, seed: int) -> list[Problem]:
+        return [Problem(prompt=f"Double {i + seed}.", reference=str(2 * (i + seed) * level)) for i in range(count)]
+
+    generator = Generator(problems=doubling, levels={1: None, 2: None}, level_setting="synthetic_difficulty")
+    monkeypatch.setitem(TASKS, "doubling", Task("synthetic", source=GENERATED, generator=generator))
+    config = load_config(overrides=["task.dataset=doubling", "task.synthetic_size=3", "task.synthetic_difficulty=2"])
+    problems = load_problems(config.task.dataset_spec(seed=5))
+    assert [p.reference for p in problems] == ["20", "24", "28"]
+    with pytest.raises(ConfigError, match=r"task.synthetic_difficulty: set one of \[1, 2\]"):
+        load_config(overrides=["task.dataset=doubling", "task.synthetic_difficulty=3"])

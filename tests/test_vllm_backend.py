@@ -265,7 +265,7 @@ def test_entropy_requests_are_refused_with_a_reason(engine):
 
 
 def test_perturb_twice_without_restore_is_refused(engine):
-    from seedcast.inference_server.backends.hf import PerturbationStateError
+    from seedcast.inference_server.backends.perturbable import PerturbationStateError
 
     engine.perturb(seed=1, sigma=SIGMA)
     with pytest.raises(PerturbationStateError):

@@ -82,6 +82,6 @@ def test_an_unknown_backend_in_a_config_is_reported_with_the_choices():
     from seedcast.optimizer.config import ConfigError
     from seedcast.optimizer.config_files import load_config
 
-    with pytest.raises(ConfigError, match=r"model.backend: Input should be 'hf' or 'vllm'"):
+    with pytest.raises(ConfigError, match=r"model.backend: unknown backend 'vlm'; choose one of hf, vllm"):
         load_config(overrides=["model.backend=vlm"])
     assert load_config(overrides=["model.backend=vllm"]).model.backend == "vllm"

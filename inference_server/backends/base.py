@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 
@@ -43,7 +44,7 @@ class BackendInfo:
     device: str
     dtype: str
     parameters: int
-    noise: str = "gaussian"  # the noise kind perturbations and updates use (noise.NOISE_KINDS)
+    noise: str = LEGACY_NOISE_KIND  # the noise kind perturbations and updates use (noise.NOISE_KINDS)
 
 
 @runtime_checkable

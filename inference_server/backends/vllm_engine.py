@@ -6,10 +6,11 @@ continuous batching (all prompts × samples of a member in one call). After ever
 prefix cache is reset: otherwise KV computed under other weights would be reused and rewards would be
 wrong (tests/test_vllm_backend.py shows it happening without the reset).
 
-Restore is deferred: `restore()` only marks the engine weights stale, and `cast(master)` is written
-before the next generation or weight read. A perturbation overwrites every weight anyway, so in an ES
-run (perturb, generate, restore, perturb, ...) the restore write, about a quarter of a second per
-member for the bundled model on this CPU, is skipped. No generation ever runs on stale weights.
+Restore is deferred (the state machine is perturbable.py's, shared with `hf`): `restore()` only marks the
+engine weights stale, and `cast(master)` is written before the next generation or weight read. A
+perturbation overwrites every weight anyway, so in an ES run (perturb, generate, restore, perturb, ...)
+the restore write, about a quarter of a second per member for the bundled model on this CPU, is
+skipped. No generation ever runs on stale weights.
 
     backend = VLLMBackend("smollm2-135m-instruct", device="cpu", threads=2)
     backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
@@ -28,10 +29,10 @@ from typing import Any
 
 import torch
 
-from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
+from seedcast.inference_server.backends.base import Completion, Sampling
 from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.backends.devices import resolve_dtype
-from seedcast.inference_server.backends.hf import PerturbationStateError
+from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
 from seedcast.inference_server.backends.vllm_support import (
     BackendUnavailableError,
     check_architecture,
@@ -39,14 +40,12 @@ from seedcast.inference_server.backends.vllm_support import (
     resolve_vllm_device,
     sampling_seed,
 )
-from seedcast.inference_server.model_source import chat_text
 from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
-from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
 
 
-class VLLMBackend:
+class VLLMBackend(PerturbableBackend):
     """A vLLM engine with a float32 master on each worker; see the module docstring."""
 
     name = "vllm"
@@ -68,6 +67,7 @@ class VLLMBackend:
         reset_prefix_cache: bool = True,
         noise: str = "auto",
     ) -> None:
+        super().__init__()
         resolve_kind(noise, "cpu")  # an unknown kind fails before vLLM starts
         if pair_cache is True:  # auto is off: the feature belongs to the hf backend
             raise BackendUnavailableError(
@@ -78,7 +78,7 @@ class VLLMBackend:
 
         self.model_spec = model
         self.device = resolve_vllm_device(device)
-        self.noise = noise_source(resolve_kind(noise, self.device.type)).kind
+        self.noise_kind = noise_source(resolve_kind(noise, self.device.type)).kind
         self.dtype = resolve_dtype(dtype, self.device)
         self.threads = threads or (os.cpu_count() or 1)
         self.location = checkpoint_location(model)
@@ -116,52 +116,34 @@ class VLLMBackend:
             **engine_options,
         )
         self._sampling_params = vllm.SamplingParams
-        replies = self.llm.collective_rpc("seedcast_init", args=(self.location, parameters, self.threads, self.noise))
+        replies = self.llm.collective_rpc(
+            "seedcast_init", args=(self.location, parameters, self.threads, self.noise_kind)
+        )
         self.parameters = replies[0]["parameters"]
         self.weight_path = replies[0]["weight_path"]
         self.tokenizer = AutoTokenizer.from_pretrained(self.location)
-        self.perturbed = False
-        self._restore_pending = False  # the engine still holds a perturbation that restore() undid
 
     # ----- weights -------------------------------------------------------------------------
     def _weights_changed(self) -> None:
         if self.reset_prefix_cache and not self.llm.reset_prefix_cache():
             raise RuntimeError("vLLM refused to reset its prefix cache; stale KV would corrupt rewards")
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
-        """Write cast(master + sign·σ·ε(seed)) on every worker (the cast stochastic when asked for)."""
-        if self.perturbed:
-            raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
-        self.perturbed = True
-        self._restore_pending = False  # every weight is overwritten
-        args = (int(seed), float(sigma), int(sign), bool(stochastic_rounding))
+    # ----- the hooks of the shared state machine (perturbable.py) ---------------------------
+    def _write_perturbation(self, perturbation: Perturbation) -> None:
+        args = (perturbation.seed, perturbation.sigma, perturbation.sign, perturbation.stochastic_rounding)
         self.llm.collective_rpc("seedcast_perturb", args=args)
         self._weights_changed()
 
-    def restore(self) -> None:
-        """Return to cast(master) (bit-exact); written before the next generation or weight read."""
-        self.perturbed = False
-        self._restore_pending = True
-
-    def sync_weights(self) -> None:
-        """Write a pending restore now (generation and weight reads do this themselves)."""
-        if self._restore_pending:
-            self.llm.collective_rpc("seedcast_restore")
-            self._restore_pending = False
-            self._weights_changed()
-
-    def apply_update(
-        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
-    ) -> None:
-        """Move master by Σ coeff·ε(seed) in float32 on every worker through the update rule (each worker keeps
-        its own rule state), then re-cast."""
-        if self.perturbed:
-            raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
-        terms = [(int(s), float(c)) for s, c in terms]
-        params = {str(k): float(v) for k, v in (params or {}).items()}
-        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, params))
-        self._restore_pending = False  # the update writes cast(master)
+    def _write_master(self) -> None:
+        self.llm.collective_rpc("seedcast_restore")
         self._weights_changed()
+
+    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
+        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, dict(params)))  # writes cast(master)
+        self._weights_changed()
+
+    def _parameter_count(self) -> int:
+        return self.parameters
 
     def fingerprint(self) -> str:
         """Fingerprint of the float32 master; every worker must hold the same one."""
@@ -175,22 +157,7 @@ class VLLMBackend:
         self.sync_weights()
         return self.llm.collective_rpc("seedcast_engine_weights")[0]
 
-    def info(self) -> BackendInfo:
-        """What this backend holds."""
-        return BackendInfo(
-            model=self.model_spec,
-            backend=self.name,
-            device=str(self.device),
-            dtype=str(self.dtype).removeprefix("torch."),
-            parameters=self.parameters,
-            noise=self.noise,
-        )
-
     # ----- generation ----------------------------------------------------------------------
-    def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
-        """Each user prompt in the model's chat template, exactly as the hf backend builds it."""
-        return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
-
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
     ) -> list[list[Completion]]:

@@ -8,7 +8,6 @@ add their terms in a fixed order, so a live update and a replay of the log give 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -95,15 +94,6 @@ def for_each_tensor(names: Iterable[str], work: Callable[[str], None], threads: 
             future.result()
 
 
-# Fault injection for tests (off unless a test sets it): an update raises after this many tensors were updated,
-# as an out-of-memory error halfway through would, so the "update failed midway" path runs on real backends.
-FAIL_UPDATE_AFTER_TENSORS: int | None = None
-
-
-class InjectedFault(RuntimeError):
-    """Raised by the test-only fault injection above."""
-
-
 def apply_update_terms(
     master: Mapping[str, torch.Tensor],
     terms: list[tuple[int, float]],
@@ -129,12 +119,7 @@ def apply_update_terms(
         for name, tensor in master.items():  # allocated here, once, not in the worker threads
             velocity.setdefault(name, torch.zeros_like(tensor, dtype=torch.float32))
 
-    fail_after = FAIL_UPDATE_AFTER_TENSORS
-    updated = itertools.count(1)
-
     def update_one(name: str) -> None:
-        if fail_after is not None and next(updated) > fail_after:
-            raise InjectedFault(f"injected fault: update stopped after {fail_after} tensors")
         flat = master[name].view(-1)
         target = velocity[name].view(-1) if momentum else flat
         if momentum:

@@ -15,18 +15,18 @@ shaping (it subtracts the same constant from every member), so the scaling is th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
+
+from seedcast.proto.scorable import mean_of_scorable
 
 
 def mean_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
     """Member -> mean of its scorable (non-NaN) prompt rewards; NaN when none is scorable."""
     fitness = {}
     for member, values in rewards.items():
-        scored = [r for r in values if not math.isnan(r)]
-        fitness[member] = sum(scored) / len(scored) if scored else math.nan
+        fitness[member] = mean_of_scorable(values)
     return fitness
 
 

@@ -42,7 +42,7 @@ class LocalFleet:
     def __init__(self, config: TrainConfig, logs_dir: Path, noise: str | None = None) -> None:
         self.config = config
         self.logs_dir = logs_dir
-        self.noise = noise or config.es.noise  # the run's kind (Fleet resolves es.noise=auto before starting us)
+        self.noise = noise or config.es.noise  # the run's kind; start() gets it once es.noise=auto is resolved
         self.processes: list[subprocess.Popen] = []
         self.addresses: list[str] = []
         self._ready_dir = Path(tempfile.mkdtemp(prefix="seedcast-ready-"))
@@ -81,8 +81,10 @@ class LocalFleet:
             parent_pid=os.getpid(),  # they shut down if this optimizer dies, even by SIGKILL
         )
 
-    def start(self) -> list[str]:
-        """Launch the servers and wait until all are ready; returns their addresses."""
+    def start(self, noise: str | None = None) -> list[str]:
+        """Launch the servers, drawing `noise` (the run's kind, once the fleet has chosen it; default: es.noise),
+        and wait until all are ready; returns their addresses."""
+        self.noise = noise or self.noise
         from seedcast.evaluators.registry import registered_in_process
 
         spec = self.config.task.evaluator_spec()

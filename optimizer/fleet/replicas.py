@@ -16,16 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
 from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
-from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config import FleetConfig
 from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.local import LocalFleet
-from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
+from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import plaintext_allowed, split_address
@@ -40,17 +41,25 @@ class FingerprintMismatchError(SeedcastError, RuntimeError):
 class Fleet:
     """The servers of one run; `active` is the list the scheduler hands members to."""
 
-    def __init__(self, config: TrainConfig, logs_path, metrics: OptimizerMetrics) -> None:
+    def __init__(
+        self,
+        config: FleetConfig,
+        metrics: OptimizerMetrics,
+        choose_noise: Callable[[dict[str, str]], str],
+        local_fleet: LocalFleet | None = None,
+    ) -> None:
+        """`choose_noise` gets the given servers' noise kinds by address and returns the run's (noise_choice.py);
+        `local_fleet`, the servers to start on this machine (fleet.local), is started with that kind."""
         self.config = config
-        self.logs_path = logs_path
         self.metrics = metrics
+        self.choose_noise = choose_noise
         self.known: dict[str, ClientSecurity] = {}
         self.active: list[ServerClient] = []
         self.fenced: dict[str, str] = {}
         self.steps: list[ESStep] = []
         self.fingerprint = ""
-        self.local_fleet: LocalFleet | None = None
-        self.noise = config.es.noise  # the run's noise kind; `auto` is resolved by start()
+        self.local_fleet = local_fleet
+        self.noise = ""  # the run's noise kind, chosen by start()
 
     # ----- lifecycle -----------------------------------------------------------------------
     async def start(self, steps: list[ESStep], logged_fingerprint: str | None = None) -> str:
@@ -58,21 +67,24 @@ class Fleet:
 
         `logged_fingerprint`, the fingerprint the run recorded after its last logged step (on resume), must be
         what every server then holds: a server with other weights at that step is refused by name."""
-        fleet = self.config.fleet
+        fleet = self.config
         security = ClientSecurity.from_files(
-            fleet.tls_ca, fleet.tls_cert, fleet.tls_key, fleet.tls_server_name, fleet.token_file
+            ca=fleet.tls_ca,
+            cert=fleet.tls_cert,
+            key=fleet.tls_key,
+            server_name=fleet.tls_server_name,
+            token_file=fleet.token_file,
         )
         self.remote_security = security
         self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
         self.active.extend(ServerClient(address, known) for address, known in self.known.items())
         states = await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
-        self.noise = choose_noise(self.config, {c.address: s.noise for c, s in zip(self.active, states, strict=True)})
-        if fleet.local:
-            self.local_fleet = LocalFleet(self.config, self.logs_path, self.noise)
+        self.noise = self.choose_noise({c.address: s.noise for c, s in zip(self.active, states, strict=True)})
+        if self.local_fleet is not None:
             # Local servers listen on loopback in plaintext; they still check the token.
             local = [
                 ServerClient(address, security.plaintext())
-                for address in await asyncio.to_thread(self.local_fleet.start)
+                for address in await asyncio.to_thread(self.local_fleet.start, self.noise)
             ]
             self.known.update((client.address, client.security) for client in local)
             await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in local))
@@ -186,7 +198,7 @@ class Fleet:
 
     def _listed_servers(self) -> list[str]:
         """The addresses in fleet.servers_file (one host:port a line; blank lines and # comments skipped)."""
-        path = self.config.fleet.servers_file
+        path = self.config.servers_file
         if not path:
             return []
         try:
@@ -195,7 +207,7 @@ class Fleet:
             log.warning("cannot read fleet.servers_file %s (%s); keeping the known servers", path, error.strerror)
             return []
         addresses = [line.split("#", 1)[0].strip() for line in lines]
-        fleet = self.config.fleet
+        fleet = self.config
         valid = []
         for address in filter(None, addresses):
             try:
@@ -217,7 +229,7 @@ class Fleet:
         """Sync and readmit servers that left the active set (or restarted), if their weights agree."""
         for address in self._listed_servers():
             if address not in self.known:
-                log.info("server %s listed in %s; it joins after a Sync", address, self.config.fleet.servers_file)
+                log.info("server %s listed in %s; it joins after a Sync", address, self.config.servers_file)
                 self.known[address] = self.remote_security
         active_addresses = {c.address for c in self.active}
         waiting = [a for a in self.known if a not in active_addresses and a not in self.fenced]
@@ -230,10 +242,8 @@ class Fleet:
     async def _readmit_one(self, address: str) -> None:
         client = ServerClient(address, self.known[address])
         try:
-            await client.wait_ready(self.config.fleet.rejoin_timeout_seconds)
-            fingerprint = await asyncio.wait_for(
-                self._sync(client, strict=False), self.config.fleet.connect_timeout_seconds
-            )
+            await client.wait_ready(self.config.rejoin_timeout_seconds)
+            fingerprint = await asyncio.wait_for(self._sync(client, strict=False), self.config.connect_timeout_seconds)
         except (ServerUnreachableError, grpc.aio.AioRpcError, asyncio.TimeoutError):
             await client.close()
             return

@@ -66,7 +66,6 @@ class IterationWork:
     batch: pb.PromptBatch
     members: list[Member]  # each carries the σ it is evaluated at
     sampling: pb.SamplingParams
-    summary_only: bool = True  # results carry the member's mean reward, not one reward per prompt
     per_prompt: bool = False  # results also carry one byte per prompt (per-prompt fitness)
     stochastic_rounding: bool = False  # servers cast perturbed weights with stochastic rounding
     prompt_shards: int = 1  # the unit of work is a member on one of this many slices of the batch (shards.py)
@@ -107,11 +106,11 @@ class FleetScheduler:
             sigma=member.sigma,
             sampling=sampling,
             expected_step=work.step,
-            summary_only=work.summary_only,
+            summary_only=True,  # the optimizer needs each member's mean reward, not one reward per prompt
             per_prompt_q8=work.per_prompt,
             stochastic_rounding=work.stochastic_rounding,
-            shard=unit.shard if unit.shards > 1 else 0,
-            shards=unit.shards if unit.shards > 1 else 0,
+            shard=unit.shard,
+            shards=unit.shards if unit.shards > 1 else 0,  # the whole batch is written 0 on the wire
         )
 
     def _request(self, work: IterationWork, units: list[Unit]) -> pb.EvaluateRequest:

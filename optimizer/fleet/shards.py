@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from seedcast.optimizer.es.seeds import derive_seed
 from seedcast.optimizer.es.strategy import Member
+from seedcast.proto.scorable import mean_of_scorable
 
 
 @dataclass
@@ -36,8 +37,7 @@ class MemberReport:
     @property
     def fitness(self) -> float:
         """Mean reward over the prompts that could be scored; NaN for a failed member."""
-        scored = [r for r in self.rewards if not math.isnan(r)]
-        return sum(scored) / len(scored) if (scored and self.error is None) else math.nan
+        return mean_of_scorable(self.rewards) if self.error is None else math.nan
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,142 @@
+"""The core every weight-holding backend shares: the perturb/restore/update state machine, written once.
+
+A backend holds a float32 master and inference weights equal to cast(master) between calls. Its calls
+move through three states:
+
+    clean ──perturb──▶ perturbed ──restore──▶ restore pending ──sync_weights──▶ clean
+                                                 │
+                                                 └──perturb (any member)──▶ perturbed
+
+`restore` only marks the inference weights stale: the write of cast(master) happens when something next
+reads them (`sync_weights`, which generation calls first), and is skipped when the next perturbation
+overwrites every weight anyway, so a member that follows a member pays no restore. When the next
+perturbation is the one the weights still hold (the same member's next prompt shard), nothing is written.
+`apply_update` is refused during a perturbation, and writes cast(master) itself.
+
+A backend fills in four hooks: `_write_perturbation` (write cast(master + sign·σ·ε)), `_write_master`
+(write cast(master)), `_update_master` (apply one step's update rule to the master, then write
+cast(master)) and `_parameter_count`; plus `fingerprint` and `generate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from seedcast.inference_server.backends.base import BackendInfo
+from seedcast.inference_server.model_source import chat_text
+from seedcast.inference_server.noise.update_rules import PLAIN_RULE
+
+
+class PerturbationStateError(RuntimeError):
+    """perturb/restore/apply_update called out of order."""
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """What the inference weights hold: cast(master + sign·σ·ε(seed)), the cast stochastic when asked for."""
+
+    seed: int
+    sigma: float
+    sign: int
+    stochastic_rounding: bool
+
+    def partner(self) -> Perturbation:
+        """The mirrored member's perturbation: the same noise with the other sign."""
+        return Perturbation(self.seed, self.sigma, -self.sign, self.stochastic_rounding)
+
+
+class PerturbableBackend:
+    """The shared state machine (see the module docstring); subclasses set `name`, `supports_entropy`,
+    `model_spec`, `device`, `dtype`, `tokenizer` and `noise_kind`, and implement the hooks."""
+
+    name: str
+    supports_entropy: bool
+    model_spec: str
+    device: torch.device
+    dtype: torch.dtype
+    tokenizer: Any
+    noise_kind: str
+
+    def __init__(self) -> None:
+        self.perturbed = False
+        self._restore_pending = False  # the inference weights still hold a perturbation restore() undid
+        self._written: Perturbation | None = None  # what they hold while the restore is deferred
+
+    # ----- hooks -------------------------------------------------------------------------------
+    def _write_perturbation(self, perturbation: Perturbation) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into every inference weight."""
+        raise NotImplementedError
+
+    def _write_master(self) -> None:
+        """Write cast(master) into every inference weight."""
+        raise NotImplementedError
+
+    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
+        """Apply one step's update rule to the float32 master (noise.apply.apply_rule), then write cast(master)."""
+        raise NotImplementedError
+
+    def _parameter_count(self) -> int:
+        raise NotImplementedError
+
+    # ----- the state machine -------------------------------------------------------------------
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the inference weights (the cast stochastic when asked for)."""
+        if self.perturbed:
+            raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
+        perturbation = Perturbation(int(seed), float(sigma), int(sign), bool(stochastic_rounding))
+        self.perturbed = True
+        if self._restore_pending and self._written == perturbation:  # still written: the restore was deferred
+            self._restore_pending = False
+            return
+        self._restore_pending = False  # every inference weight is overwritten now
+        self._written = perturbation
+        self._write_perturbation(perturbation)
+
+    def restore(self) -> None:
+        """Return to cast(master), bit-exactly; the copy is written by the next sync_weights (or skipped when a
+        perturbation comes first)."""
+        self._restore_pending = self.perturbed or self._restore_pending
+        self.perturbed = False
+
+    def sync_weights(self) -> None:
+        """Write a pending restore now: afterwards the inference weights are cast(master) or the active
+        perturbation. Everything that reads the inference weights calls this first."""
+        if self._restore_pending:
+            self._write_master()
+            self._weights_are_master()
+
+    def apply_update(
+        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+    ) -> None:
+        """Move master by Σ coeff·ε(seed) in float32 through the update rule `rule` with `params`, then re-cast
+        the inference weights."""
+        if self.perturbed:
+            raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
+        terms = [(int(seed), float(coeff)) for seed, coeff in terms]
+        self._update_master(terms, rule, {str(k): float(v) for k, v in (params or {}).items()})
+        self._weights_are_master()
+
+    def _weights_are_master(self) -> None:
+        self._restore_pending = False
+        self._written = None
+
+    # ----- shared answers ----------------------------------------------------------------------
+    def info(self) -> BackendInfo:
+        """What this backend holds."""
+        return BackendInfo(
+            model=self.model_spec,
+            backend=self.name,
+            device=str(self.device),
+            dtype=str(self.dtype).removeprefix("torch."),
+            parameters=self._parameter_count(),
+            noise=self.noise_kind,
+        )
+
+    def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
+        """Each user prompt in the model's chat template (plain text when it has none), the same on every
+        backend."""
+        return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
