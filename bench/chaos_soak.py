@@ -8,7 +8,7 @@ fingerprint must equal those of a fault-free run on one local server, byte for b
 
     python bench/chaos_soak.py --iterations 50 --faults 100 --json soak.json   # a few minutes on 2 cores
 
-tests/test_chaos_soak.py runs it (slow marker).
+tests/optimizer/test_chaos_soak.py runs it (slow marker).
 """
 
 from __future__ import annotations

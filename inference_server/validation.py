@@ -81,7 +81,8 @@ def check_sigma(sigma: float, limits: Limits, field: str = "sigma") -> None:
 
 
 # Every string and repeated field of every request message, and the Limits field that bounds it:
-# tests/test_hostile_input.py walks the proto's descriptors, so a new field without a bound fails there.
+# tests/inference_server/test_hostile_input.py walks the proto's descriptors, so a new field without a bound
+# fails there.
 FIELD_BOUNDS: dict[str, str] = {
     "PromptBatch.problems": "max_prompts",
     "PromptBatch.evaluator": "max_evaluator_chars",

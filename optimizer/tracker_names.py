@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator
+
+from seedcast.proto.choices import one_of
+
+# Tracker name -> what to install for it: the one list of trackers (trackers.py implements each).
+TRACKERS: dict[str, str] = {
+    "tensorboard": "pip install 'seedcast[tensorboard]'",
+    "wandb": "pip install 'seedcast[wandb]'",
+}
 
 
 def tracker_names(value: Any) -> Any:
@@ -20,4 +28,4 @@ def tracker_names(value: Any) -> Any:
 
 
 # The config field's type: tracker names, parsed from what users write.
-ReportTo = Annotated[list[Literal["tensorboard", "wandb"]], BeforeValidator(tracker_names)]
+ReportTo = Annotated[list[Annotated[str, one_of(TRACKERS, "tracker")]], BeforeValidator(tracker_names)]

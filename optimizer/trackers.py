@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from seedcast.optimizer.run_records import IterationRecord
+from seedcast.optimizer.tracker_names import TRACKERS
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.trackers")
-TRACKERS = ("tensorboard", "wandb")
-INSTALL_HINT = {"tensorboard": "pip install 'seedcast[tensorboard]'", "wandb": "pip install 'seedcast[wandb]'"}
-_IMPORT_NAME = {"tensorboard": "tensorboard", "wandb": "wandb"}
 
 
 class TrackerUnavailableError(SeedcastError, ImportError):
@@ -40,9 +38,9 @@ class Tracker(Protocol):
 
 def check_installed(names: Sequence[str]) -> None:
     """Raise one error naming every tracker in `names` that is not installed, before a run starts."""
-    missing = [n for n in names if importlib.util.find_spec(_IMPORT_NAME[n]) is None]
+    missing = [n for n in names if importlib.util.find_spec(n) is None]  # each tracker's module has its name
     if missing:
-        hints = "; ".join(f"{n}: {INSTALL_HINT[n]}" for n in missing)
+        hints = "; ".join(f"{n}: {TRACKERS[n]}" for n in missing)
         raise TrackerUnavailableError(f"report_to names trackers that are not installed ({hints})")
 
 

@@ -3,7 +3,7 @@ phases of a member, and the /metrics endpoint.
 
 Names: `seedcast_server_*` on inference servers, `seedcast_optimizer_*` on the optimizer; base
 units in the name (`_seconds`, `_bytes`), counters end in `_total`. The phases are the fields of
-the wire's `Timings` message (tests/test_metrics.py checks that they agree).
+the wire's `Timings` message (tests/proto/test_telemetry.py checks that they agree).
 """
 
 from __future__ import annotations

@@ -183,3 +183,32 @@ def test_every_package_folder_is_installed():
     }
     assert (REPO_ROOT / "api" / "__init__.py").is_file() and not list((REPO_ROOT / "api").glob("*/__init__.py"))
     assert found | {"seedcast"} == listed  # api/ is the root package itself, with no sub-packages
+
+
+def _string_literals(path: Path) -> list[str]:
+    """The string values of every `Literal[...]` in a source file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", getattr(node.value, "attr", "")) == "Literal":
+            for value in ast.walk(node.slice):
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found.append(value.value)
+    return found
+
+
+def test_no_setting_lists_its_choices_by_hand():
+    # Allowed values come from the registries (proto/choices.one_of; tests/optimizer/test_config_registries.py
+    # adds an entry and sees the configs accept it). "auto" is the one value a setting adds of its own.
+    hand_written = {
+        str(path.relative_to(REPO_ROOT)): values
+        for folder in FOLDERS
+        for path in _sources(folder)
+        if (values := [v for v in _string_literals(path) if v != "auto"])
+    }
+    assert hand_written == {}
+
+
+def test_the_choices_check_sees_a_hand_written_list(tmp_path):
+    rogue = tmp_path / "rogue.py"
+    rogue.write_text("from typing import Literal\nshaping: Literal['zscore', 'centered_ranks'] = 'zscore'\n")
+    assert _string_literals(rogue) == ["zscore", "centered_ranks"]

@@ -19,9 +19,9 @@ from seedcast.cli import main
 from seedcast.inference_server.noise.apply import weights_fingerprint
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from tests.optimizer.test_end_to_end import _overrides, _train
 from tests.prometheus_server import free_port
 from tests.server_processes import ServerProcess
-from tests.test_end_to_end import _overrides, _train
 from tests.tiny_model import build_tiny_model
 
 pytestmark = pytest.mark.vllm

@@ -1,7 +1,7 @@
 """The backend protocol every inference backend implements, and the value types it exchanges.
 
 The gRPC servicer talks only to this protocol, so `hf`, `vllm` and test doubles are interchangeable
-and share one contract test (tests/test_backend_contract.py).
+and share one contract test (tests/inference_server/backends/test_contract.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ At every forward call `generate` makes (the prefill, then one per new token) a f
 each row's last position, the model's next-token distribution before any sampler transform (temperature, top-p),
 and keeps its entropy in nats: the entropy of the policy itself at temperature 1. These are the very logits the
 sampler draws from, so sampling is untouched, and the numbers equal a separate forward pass over prompt +
-completion up to float rounding (tests/test_eval.py checks both), at none of its cost: that pass was about as
-much compute as the generation itself.
+completion up to float rounding (tests/studies/test_evaluate.py checks both), at none of its cost: that pass was
+about as much compute as the generation itself.
 """
 
 from __future__ import annotations

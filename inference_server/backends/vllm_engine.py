@@ -4,7 +4,7 @@ The float32 master and all weight arithmetic live on the workers (`vllm_worker.S
 this process only sends seeds and coefficients with `collective_rpc`, and generates with vLLM's
 continuous batching (all prompts × samples of a member in one call). After every weight change the
 prefix cache is reset: otherwise KV computed under other weights would be reused and rewards would be
-wrong (tests/test_vllm_backend.py shows it happening without the reset).
+wrong (tests/inference_server/backends/test_vllm_engine.py shows it happening without the reset).
 
 Restore is deferred (the state machine is perturbable.py's, shared with `hf`): `restore()` only marks the
 engine weights stale, and `cast(master)` is written before the next generation or weight read. A

@@ -14,6 +14,7 @@ from seedcast.optimizer.config_files import config_reference, load_config
 from seedcast.optimizer.es.fitness import FITNESS_MODES
 from seedcast.optimizer.es.shaping import SHAPINGS
 from seedcast.optimizer.es.strategies import STRATEGIES
+from seedcast.optimizer.tracker_names import TRACKERS
 
 TRAIN_SETTINGS = [
     ("model.backend", BACKENDS),
@@ -43,6 +44,13 @@ def test_a_new_registry_entry_is_accepted_by_the_server_config(monkeypatch, key,
         load_serve_config(values={key: "newcomer"})
     monkeypatch.setitem(registry, "newcomer", object())
     assert getattr(load_serve_config(values={key: "newcomer"}), key) == "newcomer"
+
+
+def test_a_new_tracker_is_accepted_by_report_to(monkeypatch):
+    with pytest.raises(ConfigError, match="unknown tracker 'newcomer'"):
+        load_config(overrides=["report_to=newcomer"])
+    monkeypatch.setitem(TRACKERS, "newcomer", "pip install newcomer")
+    assert load_config(overrides=["report_to=tensorboard,newcomer"]).report_to == ["tensorboard", "newcomer"]
 
 
 def test_every_problem_names_its_registry_at_once():

@@ -36,13 +36,13 @@ def test_builtins_score():
 def test_module_callable_function_and_class():
     function = load_evaluator("tests.tiny_model:digit_fraction_reward")
     assert function.score_batch(SAMPLES) == [pytest.approx(1 / 7), 0.0]
-    instance = load_evaluator("tests.test_evaluator_registry:LengthEvaluator")
+    instance = load_evaluator("tests.evaluators.test_registry:LengthEvaluator")
     assert instance.score_batch(SAMPLES) == [0.7, 0.5]
 
 
 def test_custom_rewards_are_checked():
     with pytest.raises(EvaluatorSpecError, match="has no score_batch"):
-        load_evaluator("tests.test_evaluator_registry:not_an_evaluator")  # a zero-argument factory returning 42
+        load_evaluator("tests.evaluators.test_registry:not_an_evaluator")  # a zero-argument factory returning 42
     out_of_range = registry.FunctionEvaluator(lambda completion, reference: 2.0, "too-big")
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         out_of_range.score_batch(SAMPLES)

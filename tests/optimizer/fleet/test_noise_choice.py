@@ -12,7 +12,7 @@ from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError, choose_noise
 from seedcast.optimizer.run_dir import RunDirectory
-from tests.test_end_to_end import _overrides
+from tests.optimizer.test_end_to_end import _overrides
 
 
 def _config(*overrides: str):

@@ -1,7 +1,7 @@
 """The contract every backend keeps, parametrised over the backend registry (CPU builds here).
 
-The vllm backend keeps the same contract in its own environment: tests/test_vllm_backend.py checks
-it through the engine (its weights live in vLLM's workers, in vLLM's fused layout).
+The vllm backend keeps the same contract in its own environment: test_vllm_engine.py beside this file
+checks it through the engine (its weights live in vLLM's workers, in vLLM's fused layout).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from seedcast.optimizer.es.strategy import Member
 from seedcast.optimizer.fleet.shards import MemberReport, Unit, merge_shards, units_of
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.proto import seedcast_pb2 as pb
+from tests.optimizer.fleet.test_fault_tolerance import _fleet, _train, servers  # noqa: F401  (servers is a fixture)
+from tests.optimizer.fleet.test_fault_tolerance import _overrides as _fault_overrides
 from tests.spies import record_calls
-from tests.test_fault_tolerance import _fleet, _train, servers  # noqa: F401  (servers is a fixture)
-from tests.test_fault_tolerance import _overrides as _fault_overrides
 
 MEMBER = Member(index=3, seed=11, sign=1, sampling_seed=99, sigma=0.1)
 

@@ -12,7 +12,7 @@ from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.run_records import IterationRecord
 from seedcast.optimizer.trackers import TrackerUnavailableError, check_installed, open_trackers, wandb_mode
-from tests.test_grpo import TINY_TASK
+from tests.studies.test_grpo import TINY_TASK
 
 
 def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
@@ -41,7 +41,7 @@ def test_report_to_reads_as_users_write_it(written, names):
 
 
 def test_an_unknown_tracker_is_a_config_error_naming_the_choices():
-    with pytest.raises(ConfigError, match="'tensorboard' or 'wandb'"):
+    with pytest.raises(ConfigError, match="report_to.0: unknown tracker 'mlflow'; choose one of tensorboard, wandb"):
         load_config(overrides=["report_to=mlflow"])
 
 

@@ -9,7 +9,7 @@ import pytest
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.config_files import config_reference, load_config, parse_overrides
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
 
 def test_defaults_are_the_embedded_run():

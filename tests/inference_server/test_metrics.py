@@ -1,4 +1,4 @@
-"""Prometheus metrics: a real scrape of a server's /metrics after real calls, and the optimizer's."""
+"""The server's Prometheus metrics: a real scrape of /metrics after real calls."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.server import start_server
-from seedcast.optimizer.config_files import load_config
-from seedcast.optimizer.run_dir import RunDirectory
-from seedcast.optimizer.trainer import Trainer
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
-from seedcast.proto.telemetry import MEMBER_PHASES, phase_field, start_metrics_server
-from tests.test_server import BATCH, _task
+from seedcast.proto.telemetry import start_metrics_server
+from tests.inference_server.test_servicer import BATCH, _task
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -66,38 +63,3 @@ def test_server_metrics_scraped_over_http(tiny_model_dir):
     for phase in ("perturb", "generate", "score", "restore"):
         assert samples[(f"seedcast_server_{phase}_seconds_count", ())] == 1
     assert samples[("seedcast_server_update_seconds_count", ())] == 1
-
-
-def test_optimizer_metrics_follow_the_run(tmp_path, tiny_model_dir):
-    overrides = [
-        f"model.name={tiny_model_dir}",
-        "iterations=2",
-        "batch_size=2",
-        "eval_every=1",
-        "eval_size=2",
-        "task.evaluator=tests.tiny_model:digit_fraction_reward",
-        "sampling.max_new_tokens=4",
-        "sampling.temperature=1.0",
-        "es.population=4",
-        "es.sigma=0.05",
-        "fleet.threads_per_server=1",
-    ]
-    config = load_config(overrides=overrides)
-    registry = CollectorRegistry()
-    result = asyncio.run(
-        Trainer(config, RunDirectory.create(tmp_path / "run", config), show_progress=False, registry=registry).train()
-    )
-    labels = {"task": "synthetic", "model": tiny_model_dir}
-    value = lambda name: registry.get_sample_value(name, labels)  # noqa: E731
-    assert value("seedcast_optimizer_step") == 2
-    assert value("seedcast_optimizer_members_evaluated_total") == 8
-    assert value("seedcast_optimizer_members_failed_total") == 0
-    assert value("seedcast_optimizer_iteration_seconds_count") == 2
-    assert value("seedcast_optimizer_servers_up") == 1
-    assert value("seedcast_optimizer_reward_mean") == pytest.approx(result.metrics[-1].reward_mean)
-    assert value("seedcast_optimizer_eval_reward") == pytest.approx(result.metrics[-1].eval_reward)
-    assert value("seedcast_optimizer_tokens_total") == sum(r.completion_tokens or 0 for r in result.metrics)
-
-
-def test_member_phases_are_the_fields_of_the_wire_timings():
-    assert [phase_field(phase) for phase in MEMBER_PHASES] == [f.name for f in pb.Timings.DESCRIPTOR.fields]

@@ -12,7 +12,7 @@ import pytest
 
 from examples.format_and_correctness import reward
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

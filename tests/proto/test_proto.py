@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROTO_DIR = Path(__file__).resolve().parents[1] / "proto"
+PROTO_DIR = Path(__file__).resolve().parents[2] / "proto"
 
 
 def test_stubs_are_up_to_date():
