@@ -188,10 +188,11 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         async with self._lock:
             loop = asyncio.get_running_loop()
             touched = False  # whether any step reached the weights
+            applied = self.step
             try:
                 for request in requests:
                     self._check_intact()
-                    update = check_update(request, self.step, self.limits)
+                    update = check_update(request, applied, self.limits)
                     with self.metrics.phase_seconds["update"].time():
                         touched = True
                         try:
@@ -203,13 +204,16 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                             self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"
                             log.error("weights are inconsistent: %s; restart this server", self.broken)
                             raise RequestError(grpc.StatusCode.INTERNAL, self.broken) from error
-                    self.step = request.step
-                    self.metrics.step.set(self.step)
+                    applied = request.step
                     self.metrics.updates_applied.inc()
             finally:
                 # Also after a refusal or a failure partway: the fingerprint always describes the weights held.
+                # Step and fingerprint are published together, once both are known, so GetState never pairs a
+                # step with another step's fingerprint (a healthy server caught mid-Sync would be fenced).
                 if touched:
-                    self.fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+                    fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+                    self.step, self.fingerprint = applied, fingerprint
+                    self.metrics.step.set(applied)
 
     async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
         """Apply the next update step and answer with the new fingerprint."""

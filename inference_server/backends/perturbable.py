@@ -93,8 +93,9 @@ class PerturbableBackend:
             self._restore_pending = False
             return
         self._restore_pending = False  # every inference weight is overwritten now
-        self._written = perturbation
+        self._written = None  # until the write has finished: a write that fails midway holds no perturbation
         self._write_perturbation(perturbation)
+        self._written = perturbation
 
     def restore(self) -> None:
         """Return to cast(master), bit-exactly; the copy is written by the next sync_weights (or skipped when a

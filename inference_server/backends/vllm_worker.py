@@ -91,7 +91,7 @@ install_repackable_cpu_gemm()
 class SeedcastWorkerExtension:
     """Mixed into the vLLM worker; see the module docstring. State lives in `_seedcast_*` attributes."""
 
-    def seedcast_init(self, model_location: str, parameters: int, threads: int = 1, noise: str = "gaussian") -> dict:
+    def seedcast_init(self, model_location: str, parameters: int, threads: int, noise: str) -> dict:
         """Check the master fits, load it in float32 from the HF checkpoint, and write cast(master)."""
         from seedcast.inference_server.model_source import load_model_and_tokenizer
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seedcast.inference_server.backends import create_backend
+from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
 from seedcast.inference_server.server import start_server
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -307,3 +309,30 @@ def test_unlisted_custom_evaluators_are_refused(backend):
             await running.stop(0)
 
     assert asyncio.run(main()) == [grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED, "ok"]
+
+
+class SlowUpdateTestBackend(SimulatedLatencyTestBackend):
+    """A test double whose updates take a while, so a reader can look at the server while a Sync runs."""
+
+    def apply_update(self, terms, rule="plain", params=None):
+        time.sleep(0.2)
+        super().apply_update(terms, rule, params)
+
+
+def test_get_state_never_pairs_a_step_with_another_steps_fingerprint_while_a_sync_runs():
+    backend = SlowUpdateTestBackend()
+    steps = [pb.UpdateRequest(step=s, terms=[pb.SeedCoefficient(seed=s, coeff=0.1)]) for s in (1, 2, 3)]
+
+    async def scenario(stub, channel, running):
+        seen = set()
+        sync = asyncio.ensure_future(stub.Sync(iter(steps)))
+        while not sync.done():
+            state = await stub.GetState(pb.StateRequest())
+            seen.add((state.step, state.weights_fingerprint))
+            await asyncio.sleep(0.02)
+        return seen, await sync
+
+    base = backend.fingerprint()
+    seen, reply = with_server(backend, scenario)
+    assert reply.step == 3 and reply.weights_fingerprint == backend.fingerprint()
+    assert seen <= {(0, base), (3, reply.weights_fingerprint)}, seen

@@ -138,6 +138,19 @@ def test_perturb_twice_without_restore_is_refused(make_backend):
     backend.restore()
 
 
+def test_a_perturbation_that_fails_midway_is_never_answered_from_the_weights_left_behind(make_backend):
+    backend = make_backend("float16")  # stochastic rounding needs bfloat16: such a member fails
+    before = _inference_weights(backend)
+    backend.perturb(seed=1, sigma=0.05)  # a member that ran: its restore is deferred
+    backend.restore()
+    for _ in range(2):  # the failed member sent again fails again; it is not served the first member's weights
+        with pytest.raises(ValueError, match="bfloat16"):
+            backend.perturb(seed=2, sigma=0.05, stochastic_rounding=True)
+        backend.restore()
+    after = _inference_weights(backend)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+
+
 def test_live_update_equals_replayed_log(make_backend, tiny_model_dir):
     from seedcast.inference_server.model_source import load_model_and_tokenizer
 
