@@ -2,7 +2,7 @@
 
     RUN_DIR/config.yaml     the validated config the run started with
     RUN_DIR/updates.jsonl   one ESStep per line: {"step", "sigma", "terms": [[seed, coeff], ...], ["rule", "params",]
-                            "checksum"}
+                            "parent_fingerprint" (every server's fingerprint before the step), "checksum"}
     RUN_DIR/metrics.jsonl   one IterationRecord per line (rewards, tokens, timings, fingerprint)
     RUN_DIR/summary.json    the RunSummary of a finished run (wall time, tokens, peak memory)
     RUN_DIR/logs/           logs of locally started servers
@@ -51,26 +51,39 @@ def _checksum(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def encode_step(step: ESStep) -> str:
-    """The log line of a step (JSON floats round-trip exactly)."""
+PARENT_KEY = "parent_fingerprint"  # the fleet's fingerprint before the step: after the step before it
+
+
+def encode_step(step: ESStep, parent_fingerprint: str | None = None) -> str:
+    """The log line of a step (JSON floats round-trip exactly), with the fingerprint every server held before
+    it, so the fingerprint after every step but the last is in the durable log."""
     body = step.to_json()
+    if parent_fingerprint:
+        body[PARENT_KEY] = parent_fingerprint
     return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")) + "\n"
 
 
-def _decode_step(line: str) -> ESStep:
+def _decode_line(line: str) -> dict[str, Any]:
     data = json.loads(line)
     checksum = data.pop("checksum", None)
     if checksum != _checksum(data):
         raise ValueError("checksum mismatch")
-    return ESStep.from_json(data)
+    ESStep.from_json(data)  # a line must hold a step
+    return data
 
 
 def read_update_log(path: Path, repair: bool = False) -> list[ESStep]:
     """All intact records in order. A torn final line is dropped (and cut from the file if `repair`)."""
+    return [ESStep.from_json(body) for body in read_log_bodies(path, repair)]
+
+
+def read_log_bodies(path: Path, repair: bool = False) -> list[dict[str, Any]]:
+    """The checked JSON body of every intact record, in order (read_update_log's steps, with what the log
+    records beside each step, such as its parent fingerprint)."""
     if not path.exists():
         return []
     raw = path.read_bytes()
-    records: list[ESStep] = []
+    records: list[dict[str, Any]] = []
     offset = 0
     lines = raw.split(b"\n")
     for number, line in enumerate(lines, 1):
@@ -81,9 +94,9 @@ def read_update_log(path: Path, repair: bool = False) -> list[ESStep]:
         try:
             if number == len(lines):  # no trailing newline: the write never finished
                 raise ValueError("record not terminated")
-            record = _decode_step(line.decode())
-            if record.step != len(records) + 1:
-                raise ValueError(f"step {record.step} where step {len(records) + 1} was expected")
+            record = _decode_line(line.decode())
+            if record["step"] != len(records) + 1:
+                raise ValueError(f"step {record['step']} where step {len(records) + 1} was expected")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             if not is_last:
                 raise CorruptRunError(
@@ -172,9 +185,15 @@ class RunDirectory:
         """The logged updates, in step order."""
         return read_update_log(self.updates_path, repair=repair)
 
-    def append_update(self, step: ESStep) -> None:
-        """Append one step durably: one write, flush, fsync."""
-        line = encode_step(step).encode()
+    def fingerprint_before_last_step(self) -> str | None:
+        """The fingerprint every server held before the last logged step, from the durable log (None for a log
+        without steps, or one written before steps recorded it)."""
+        bodies = read_log_bodies(self.updates_path)
+        return bodies[-1].get(PARENT_KEY) if bodies else None
+
+    def append_update(self, step: ESStep, parent_fingerprint: str | None = None) -> None:
+        """Append one step durably (one write, flush, fsync), with the fleet's fingerprint before it."""
+        line = encode_step(step, parent_fingerprint).encode()
         with self.updates_path.open("ab") as handle:
             handle.write(line)
             handle.flush()

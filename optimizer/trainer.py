@@ -162,7 +162,7 @@ class Trainer:
             if report.error:
                 log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
         step, next_state = self.strategy.tell(state, members, self._fitness(reports))
-        self.run.append_update(step)  # logged (fsync) before any server applies it
+        self.run.append_update(step, self.fleet.fingerprint)  # logged (fsync) before any server applies it
         fingerprint = await self.fleet.broadcast(step)
         record = summarize_iteration(
             iteration=iteration,
@@ -186,7 +186,9 @@ class Trainer:
         trackers = open_trackers(self.config.report_to, self.run.path, self.config.model_dump(mode="json"))
         try:
             logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
-            fingerprint = await self.fleet.start(records, logged_fingerprint=logged)
+            fingerprint = await self.fleet.start(
+                records, logged_fingerprint=logged, fingerprint_before_last=self.run.fingerprint_before_last_step()
+            )
             if self.config.es.noise != self.fleet.noise:  # es.noise=auto, now resolved: the run records it
                 self.config = self.config.model_copy(
                     update={"es": self.config.es.model_copy(update={"noise": self.fleet.noise})}

@@ -62,11 +62,15 @@ class Fleet:
         self.noise = ""  # the run's noise kind, chosen by start()
 
     # ----- lifecycle -----------------------------------------------------------------------
-    async def start(self, steps: list[ESStep], logged_fingerprint: str | None = None) -> str:
+    async def start(
+        self, steps: list[ESStep], logged_fingerprint: str | None = None, fingerprint_before_last: str | None = None
+    ) -> str:
         """Connect, sync every server to `steps`, check agreement; returns the fingerprint.
 
-        `logged_fingerprint`, the fingerprint the run recorded after its last logged step (on resume), must be
-        what every server then holds: a server with other weights at that step is refused by name."""
+        On resume, `logged_fingerprint`, the fingerprint the run recorded after its last logged step, must be what
+        every server then holds: a server with other weights at that step is refused by name. When the run never
+        recorded it (stopped while broadcasting that step), `fingerprint_before_last`, from the durable log, is
+        the reference instead: servers are checked against it one step earlier (`_start_before_last`)."""
         fleet = self.config
         security = ClientSecurity.from_files(
             ca=fleet.tls_ca,
@@ -90,7 +94,10 @@ class Fleet:
             await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in local))
             self.active.extend(local)
         self.steps = list(steps)
-        fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
+        if not logged_fingerprint and fingerprint_before_last and steps:
+            fingerprints = await self._start_before_last(fingerprint_before_last)
+        else:
+            fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
         if logged_fingerprint:
             wrong = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != logged_fingerprint]
             if wrong:
@@ -102,6 +109,41 @@ class Fleet:
         self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(steps)}")
         self.metrics.servers_up.set(len(self.active))
         return self.fingerprint
+
+    async def _start_before_last(self, before_last: str) -> list[str]:
+        """Sync the servers that lack the last step to the step before it and check them against `before_last`,
+        then apply the last step to them; servers that already hold it must agree with them. Each server's
+        fingerprint, in `active` order."""
+        last = len(self.steps)
+        states = await asyncio.gather(*(client.state() for client in self.active))
+        behind = [client for client, state in zip(self.active, states, strict=True) if state.step < last]
+        if not behind:
+            raise FingerprintMismatchError(
+                f"the run stopped while broadcasting step {last}, so no fingerprint after it was recorded, and every "
+                f"server already holds step {last}: none can be checked against the fingerprint the log records "
+                f"before it ({before_last}); restart one server so it reloads the base model and replays the log"
+            )
+        all_steps, self.steps = self.steps, self.steps[:-1]
+        before = await asyncio.gather(*(self._sync(client, strict=True) for client in behind))
+        wrong = [(c, fp) for c, fp in zip(behind, before, strict=True) if fp != before_last]
+        self.steps = all_steps
+        if wrong:
+            listing = ", ".join(f"{c.address} holds {fp}" for c, fp in wrong)
+            raise FingerprintMismatchError(
+                f"the run's log records fingerprint {before_last} at step {last - 1}, but {listing}; restart those "
+                "servers so they reload the base model and replay the log (and check es.noise in config.yaml)"
+            )
+        checked = dict(zip(behind, await asyncio.gather(*(self._sync(c, strict=True) for c in behind)), strict=True))
+        reference = self._agree(checked, f"at step {last}")
+        fingerprints = [checked.get(c) or await self._sync(c, strict=True) for c in self.active]
+        ahead = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != reference]
+        if ahead:
+            listing = ", ".join(f"{c.address} holds {fp}" for c, fp in ahead)
+            raise FingerprintMismatchError(
+                f"servers checked against the log hold {reference} at step {last}, but {listing}; restart those "
+                "servers so they reload the base model and replay the log"
+            )
+        return fingerprints
 
     def local_peak_rss_bytes(self) -> list[int]:
         """Peak resident memory of each local server (empty without local servers)."""

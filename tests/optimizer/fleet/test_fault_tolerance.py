@@ -281,3 +281,59 @@ def test_local_servers_do_not_outlive_a_killed_optimizer(tmp_path, tiny_model_di
     finally:
         if optimizer.poll() is None:
             optimizer.kill()
+
+
+def _state_after_a_stop_mid_broadcast(run) -> None:
+    """What a SIGKILL while step N was being broadcast leaves: step N in the durable log, not in metrics.jsonl."""
+    run.truncate_metrics(len(run.updates()) - 1)
+    assert run.metrics()[-1].step == len(run.updates()) - 1
+
+
+def test_a_resume_after_a_stop_mid_broadcast_checks_the_servers_against_the_durable_log(
+    tmp_path, tiny_model_dir, servers, capsys
+):
+    from seedcast.cli import main
+    from seedcast.optimizer.es.step import ESStep
+    from seedcast.optimizer.fleet.client import ServerClient
+
+    honest, impostor, fresh = servers(3)
+    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **_fleet([honest])))
+    _state_after_a_stop_mid_broadcast(run)
+
+    async def sync(server, steps) -> str:
+        client = ServerClient(server.address)
+        try:
+            return (await client.sync(steps)).weights_fingerprint
+        finally:
+            await client.close()
+
+    def resume(*servers_given) -> int:
+        addresses = ",".join(s.address for s in servers_given)
+        return main(["train", "--resume", str(run.path), "--no-progress", "--servers", addresses, "iterations=3"])
+
+    other = [ESStep(step=1, sigma=0.05, terms=[(10_001, 0.01)])]
+    wrong = asyncio.run(sync(impostor, other))  # another run's first step: behind the log, with other weights
+    assert resume(impostor) == 2
+    error = capsys.readouterr().err
+    assert impostor.address in error and wrong in error and "at step 1" in error
+    assert resume(honest) == 2  # every server already holds step 2: nothing to check it against
+    assert "restart one server" in capsys.readouterr().err
+    assert len(run.updates()) == 2  # nothing trained on unchecked weights
+    # A server from the base model is checked at step 1 and then takes step 2; the one that trained agrees.
+    assert resume(fresh, honest) == 0
+    assert len(run.updates()) == 3 and run.fingerprint_before_last_step() == result.fingerprint
+
+
+def test_a_noise_kind_edited_in_config_yaml_is_caught_after_a_stop_mid_broadcast(tmp_path, tiny_model_dir, capsys):
+    import yaml
+
+    from seedcast.cli import main
+
+    run, _ = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **{"fleet.local": 1}))
+    _state_after_a_stop_mid_broadcast(run)
+    snapshot = yaml.safe_load((run.path / "config.yaml").read_text())
+    assert snapshot["es"]["noise"] == "table"  # es.noise=auto became table on this CPU fleet
+    snapshot["es"]["noise"] = "gaussian"
+    (run.path / "config.yaml").write_text(yaml.safe_dump(snapshot))
+    assert main(["train", "--resume", str(run.path), "--no-progress", "iterations=3"]) == 2
+    assert "records fingerprint" in capsys.readouterr().err and len(run.updates()) == 2
