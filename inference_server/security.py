@@ -73,18 +73,13 @@ class ServerSecurity:
             raise SecurityConfigError(f"--tls-key {key} holds no PEM private key (BEGIN ... PRIVATE KEY)")
         if self.client_ca is not None and b"-----BEGIN CERTIFICATE-----" not in self.client_ca:
             raise SecurityConfigError(f"--tls-ca {ca} holds no PEM certificate (BEGIN CERTIFICATE)")
-        probe = grpc.server(ThreadPoolExecutor(max_workers=1))
-        try:
-            bound = probe.add_secure_port("127.0.0.1:0", self.credentials())
-        except RuntimeError:
-            bound = 0
-        finally:
-            probe.stop(None)
-        if not bound:
+        if not _binds(grpc.ssl_server_credentials([(self.private_key, self.certificate)])):
             raise SecurityConfigError(
                 f"gRPC refuses the TLS pair: --tls-key {key} is not the private key of --tls-cert {cert} (or one of "
                 "them is damaged)"
             )
+        if not _binds(self.credentials()):  # the pair binds alone: what gRPC refuses is the client CA
+            raise SecurityConfigError(f"gRPC refuses --tls-ca {ca}: its certificates are damaged or not PEM")
 
     def credentials(self) -> grpc.ServerCredentials | None:
         """Server credentials for add_secure_port, or None for plaintext."""
@@ -95,6 +90,17 @@ class ServerSecurity:
             root_certificates=self.client_ca,
             require_client_auth=self.client_ca is not None,
         )
+
+
+def _binds(credentials: grpc.ServerCredentials) -> bool:
+    """Whether gRPC accepts these credentials: a trial bind of a loopback port, released at once."""
+    probe = grpc.server(ThreadPoolExecutor(max_workers=1))
+    try:
+        return bool(probe.add_secure_port("127.0.0.1:0", credentials))
+    except RuntimeError:
+        return False
+    finally:
+        probe.stop(None)
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):

@@ -54,7 +54,8 @@ def _backend_option(*backends: str) -> dict[str, Any]:
 class ServeConfig(BaseModel):
     """The options of one inference server (`seedcast serve --help` lists them as flags)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Strict: a YAML `true` is not a PID and `"yes"` is not a boolean (the flags are typed by argparse already).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     backend: BackendName = Field("hf", description=BACKEND_HELP)
     model: str = Field(

@@ -28,7 +28,7 @@ from seedcast.inference_server.admission import AdmissionInterceptor
 from seedcast.inference_server.backends import create_backend
 from seedcast.inference_server.backends.base import Backend
 from seedcast.inference_server.security import ServerSecurity, TokenAuthInterceptor
-from seedcast.inference_server.serve_config import ServeConfig, serve_config_from_args
+from seedcast.inference_server.serve_config import ServeConfig, ServeConfigError, serve_config_from_args
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
@@ -121,6 +121,12 @@ async def _stop_when_orphaned(parent_pid: int, stop: asyncio.Event, every_second
 async def serve(config: ServeConfig) -> None:
     """Load the backend, serve until SIGTERM/SIGINT, then shut down gracefully."""
     # Checked before the (slow) model load, so a bad flag fails at once.
+    if config.parent_pid and config.parent_pid != os.getppid():
+        raise ServeConfigError(
+            f"--parent-pid {config.parent_pid} is not this server's parent (process {os.getppid()} is): it is set "
+            "by `seedcast train --local` for the servers it starts, which stop with it; drop it to run this server "
+            "on its own"
+        )
     security = ServerSecurity.from_files(
         config.tls_cert, config.tls_key, config.tls_ca, config.token_file, config.host, config.insecure
     )

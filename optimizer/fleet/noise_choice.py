@@ -9,7 +9,7 @@ update log keeps its meaning and `--resume`, `Sync` and `export` replay with the
 
 from __future__ import annotations
 
-from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND, fastest_kind
+from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND, NOISE_KINDS, fastest_kind
 from seedcast.optimizer.config import ModelConfig, TrainConfig
 from seedcast.proto.errors import SeedcastError
 
@@ -33,6 +33,13 @@ def choose_noise(config: TrainConfig, given_servers: dict[str, str]) -> str:
     if config.es.noise != "auto":
         return config.es.noise
     kinds = {address: kind or LEGACY_NOISE_KIND for address, kind in given_servers.items()}
+    unknown = {address: kind for address, kind in kinds.items() if kind not in NOISE_KINDS}
+    if unknown:  # never adopted, nor written into config.yaml, where it would stop every resume
+        listing = ", ".join(f"{address} reports {kind[:40]!r}" for address, kind in sorted(unknown.items()))
+        raise NoiseMismatchError(
+            f"servers report a noise kind this optimizer does not know ({listing}; known: "
+            f"{', '.join(NOISE_KINDS)}); upgrade them to this version, or set es.noise"
+        )
     if len(set(kinds.values())) > 1:
         listing = ", ".join(f"{address} draws {kind}" for address, kind in sorted(kinds.items()))
         raise NoiseMismatchError(

@@ -164,7 +164,7 @@ class Fleet:
         noise = state.noise or LEGACY_NOISE_KIND
         if noise != self.noise:
             message = (
-                f"server {client.address} perturbs with {noise} noise but this run uses "
+                f"server {client.address} perturbs with {noise[:40]!r} noise but this run uses "
                 f"{self.noise} noise; restart it with `seedcast serve --noise {self.noise}`"
             )
             if strict:

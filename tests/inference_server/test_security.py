@@ -183,11 +183,15 @@ def test_fleet_config_refuses_plaintext_to_remote_servers(tmp_path):
 
 def test_bad_tls_files_are_named_before_the_model_loads(pki, tmp_path, capsys):
     server = pki["server"]
+    damaged_ca = tmp_path / "damaged-ca.pem"  # the CA's PEM frame around a body cut short
+    lines = pki["ca"].files.cert.read_text().splitlines()
+    damaged_ca.write_text("\n".join([lines[0], *lines[1:4], lines[-1]]) + "\n")
     cases = [
         ((server.cert, server.cert, None), "--tls-key .* holds no PEM private key"),  # the certificate as key
         ((server.key, server.key, None), "--tls-cert .* holds no PEM certificate"),
         ((server.cert, pki["client"].key, None), "not the private key of --tls-cert"),  # another pair's key
         ((server.cert, server.key, server.key), "--tls-ca .* holds no PEM certificate"),
+        ((server.cert, server.key, damaged_ca), "gRPC refuses --tls-ca .*: its certificates are damaged"),
     ]
     for (cert, key, ca), message in cases:
         with pytest.raises(SecurityConfigError, match=message):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from seedcast.cli import build_parser, main
@@ -92,3 +95,16 @@ def test_the_pair_cache_is_on_by_default_only_on_a_cpu_with_room():
     assert pair_cache_by_default(torch.device("cpu"), free // 8) is True
     assert pair_cache_by_default(torch.device("cpu"), free // 2) is False  # four more copies would not fit
     assert pair_cache_by_default(torch.device("meta"), 1) is False  # not a CPU: off unless asked for
+
+
+@pytest.mark.parametrize(("option", "value"), [("parent_pid", True), ("insecure", "yes"), ("port", "50051")])
+def test_a_yaml_value_of_another_type_is_refused_not_coerced(option, value):
+    with pytest.raises(ServeConfigError, match=f"--{option.replace('_', '-')}: Input should be a valid"):
+        load_serve_config(values={option: value})
+
+
+def test_a_parent_pid_that_is_not_the_parent_is_refused_before_the_model_loads(tmp_path):
+    command = [sys.executable, "-m", "seedcast.inference_server", "--parent-pid", "1", "--port", "0"]
+    done = subprocess.run([*command, "--model", str(tmp_path / "no-model")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--parent-pid 1 is not this server's parent" in done.stderr
+    assert "no-model" not in done.stderr  # refused before the model was looked for

@@ -188,5 +188,5 @@ def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_mode
         server.stop()
     assert code == 2
     err = capsys.readouterr().err
-    assert f"server {server.address} perturbs with gaussian noise but this run uses table noise" in err
+    assert f"server {server.address} perturbs with 'gaussian' noise but this run uses table noise" in err
     assert "seedcast serve --noise table" in err

@@ -37,6 +37,11 @@ def test_auto_adopts_the_given_servers_kind_and_needs_them_to_agree():
         choose_noise(_config(), {"a:1": "gaussian", "b:2": "table"})
 
 
+def test_a_noise_kind_this_optimizer_does_not_know_is_refused_not_written_into_the_run():
+    with pytest.raises(NoiseMismatchError, match=r"b:2 reports 'x{40}'; known: gaussian, table"):
+        choose_noise(_config(), {"a:1": "table", "b:2": "x" * 10_000})
+
+
 def test_servers_resolve_auto_from_their_own_device():
     assert resolve_kind("auto", "cpu") == "table" and resolve_kind("auto", "cuda") == "gaussian"
     assert resolve_kind("gaussian", "cpu") == "gaussian"
