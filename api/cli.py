@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seedcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"seedcast {_version()}")
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = subcommands.add_parser(
@@ -229,9 +230,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("seedcast")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse a command line. `key=value` overrides may stand anywhere after the subcommand, also after its flags
+    (`seedcast train iterations=1 --no-progress batch_size=4`), and `-v` either before or after it."""
+    parser = build_parser()
+    for subparser in _subparsers(parser):
+        if "verbose" not in {action.dest for action in subparser._actions}:
+            subparser.add_argument(
+                "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging"
+            )
+    args, extra = parser.parse_known_args(argv)
+    overrides = [token for token in extra if "=" in token and not token.startswith("-")]
+    unknown = [token for token in extra if token not in overrides]
+    if unknown or (overrides and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(unknown or overrides)}")
+    if overrides:
+        args.overrides = [*args.overrides, *overrides]
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [
+        subparser
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for subparser in action.choices.values()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `seedcast` console script."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in reports
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

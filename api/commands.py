@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -33,16 +34,20 @@ def train(args: argparse.Namespace) -> int:
         overrides.append(f"metrics_port={args.metrics_port}")
     started = time.perf_counter()
     progress = not args.no_progress
-    if args.resume:
-        if args.config or args.init_from:
-            raise ConfigError(
-                "--resume takes the config and weights from the run directory; drop --config / --init-from"
+    if args.resume and (args.config or args.init_from):
+        raise ConfigError("--resume takes the config and weights from the run directory; drop --config / --init-from")
+    run_path = Path(args.resume) if args.resume else new_run_dir(args.run_dir)
+    try:
+        if args.resume:
+            result = resume(args.resume, overrides=overrides, show_progress=progress)
+        else:
+            result = train_run(
+                args.config, run_path, overrides=overrides, init_from=args.init_from, show_progress=progress
             )
-        result = resume(args.resume, overrides=overrides, show_progress=progress)
-        run_path = Path(args.resume)
-    else:
-        run_path = new_run_dir(args.run_dir)
-        result = train_run(args.config, run_path, overrides=overrides, init_from=args.init_from, show_progress=progress)
+    except KeyboardInterrupt:
+        if (run_path / "updates.jsonl").exists():
+            print(f"\ninterrupted; continue with `seedcast train --resume {run_path}`", file=sys.stderr)
+        raise
     plot = reward_curve_after_run(run_path)
     rows = [r for r in result.metrics if r.reward_mean is not None]
     evals = [r for r in result.metrics if r.eval_reward is not None]

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_files import load_config
+from seedcast.optimizer.preflight import preflight
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import RunSummary
-from seedcast.optimizer.trackers import check_installed
 from seedcast.optimizer.trainer import TrainResult
 from seedcast.studies.evaluate import EvalOptions
 
@@ -51,7 +51,7 @@ def _metrics_registry(config: TrainConfig, registry: CollectorRegistry | None) -
     from seedcast.proto.telemetry import start_metrics_server
 
     registry = CollectorRegistry()  # one per run: a process may train more than once
-    bound = start_metrics_server(config.metrics_port, registry=registry)
+    bound = start_metrics_server(config.metrics_port, registry=registry, setting="metrics_port (--metrics-port)")
     log.info("metrics on http://0.0.0.0:%d/metrics", bound)
     return registry
 
@@ -60,7 +60,7 @@ def _run_trainer(config: TrainConfig, run: RunDirectory, show_progress: bool, re
     from seedcast.optimizer.trainer import Trainer
 
     log.info("run directory: %s", run.path)
-    trainer = Trainer(config, run, show_progress=show_progress, registry=_metrics_registry(config, registry))
+    trainer = Trainer(config, run, show_progress=show_progress, registry=registry)
     return asyncio.run(trainer.train())
 
 
@@ -82,7 +82,8 @@ def train(
     """
     path = new_run_dir(run_dir)
     resolved = _config(config, overrides, init_from, path)
-    check_installed(resolved.report_to)  # before the run directory exists
+    preflight(resolved)  # before the run directory exists and any server loads
+    registry = _metrics_registry(resolved, registry)  # a taken metrics port, too
     return _run_trainer(resolved, RunDirectory.create(path, resolved), show_progress, registry)
 
 
@@ -95,7 +96,9 @@ def resume(
 ) -> TrainResult:
     """Continue a run from its update log (e.g. `overrides=["iterations=20"]` to train further)."""
     run = RunDirectory(run_dir)
-    return _run_trainer(run.load_config(overrides or []), run, show_progress, registry)
+    config = run.load_config(overrides or [])
+    preflight(config)
+    return _run_trainer(config, run, show_progress, _metrics_registry(config, registry))
 
 
 def grpo(
@@ -111,7 +114,7 @@ def grpo(
 
     path = new_run_dir(run_dir)
     resolved = _config(config, overrides, init_from, path)
-    check_installed(resolved.report_to)  # before the run directory exists and the model loads
+    preflight(resolved, model_is_local=True)  # before the run directory exists and the model loads here
     run = RunDirectory.create(path, resolved, update_log=False)
     log.info("run directory: %s", run.path)
     return train_grpo(resolved, run, show_progress=show_progress)

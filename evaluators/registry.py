@@ -105,6 +105,23 @@ def registered_in_process(spec: str) -> bool:
     return spec in _REGISTERED_IN_PROCESS
 
 
+def check_evaluator_spec(spec: str) -> None:
+    """Raise the EvaluatorSpecError `load_evaluator` would, without loading a reward model or calling a server:
+    for an optimizer to check the spec its local servers will load."""
+    if spec.startswith("reward-model:"):
+        from pathlib import Path
+
+        location = spec.removeprefix("reward-model:")
+        if location.startswith((".", "/", "~")) and not Path(location).expanduser().exists():
+            raise EvaluatorSpecError(f"evaluator {spec!r}: no reward model at {location}")
+        return
+    if spec.startswith("remote:"):
+        if not spec.removeprefix("remote:").startswith(("http://", "https://")):
+            raise EvaluatorSpecError(f"evaluator {spec!r}: a remote evaluator is remote:http(s)://HOST/PATH")
+        return
+    load_evaluator(spec)  # built-ins, registered names, plugins and module:callable are cheap to build
+
+
 def load_evaluator(spec: str) -> Evaluator:
     """Build the evaluator a spec names (see the module docstring); errors say what is accepted."""
     if spec in BUILTIN_EVALUATORS:

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import socket
 from pathlib import Path
 
 import grpc
@@ -32,6 +33,7 @@ from seedcast.inference_server.serve_config import ServeConfig, ServeConfigError
 from seedcast.inference_server.servicer import InferenceServicer
 from seedcast.inference_server.validation import Limits
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+from seedcast.proto.errors import PortUnavailableError
 from seedcast.proto.telemetry import start_metrics_server
 from seedcast.proto.transport import GRPC_OPTIONS
 
@@ -88,15 +90,20 @@ async def start_server(
             max_concurrent_rpcs, on_reject=lambda method: servicer.metrics.rpc_error(method, "RESOURCE_EXHAUSTED")
         )
     )
-    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
+    # gRPC turns SO_REUSEPORT on by default: a second server on a taken port would bind it too and silently
+    # share its connections. Off, a taken port is an error.
+    server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=interceptors)
     pb_grpc.add_InferenceServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     credentials = security.credentials()
     address = f"{host}:{port}"
-    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    try:
+        bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:  # grpc raises RuntimeError("Failed to bind ...")
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot bind {host}:{port}")
+        raise PortUnavailableError(host, port, "gRPC", "--port")
     await server.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -130,6 +137,9 @@ async def serve(config: ServeConfig) -> None:
     security = ServerSecurity.from_files(
         config.tls_cert, config.tls_key, config.tls_ca, config.token_file, config.host, config.insecure
     )
+    _check_port_free(config.host, config.port, "gRPC", "--port")
+    if config.metrics_port:
+        _check_port_free(config.host, config.metrics_port, "Prometheus metrics", "--metrics-port")
     log.info("loading %s backend with model %s", config.backend, config.model)
     options = config.backend_options()
     backend = create_backend(config.backend, options.pop("model"), **options)
@@ -138,7 +148,7 @@ async def serve(config: ServeConfig) -> None:
         backend, config.host, config.port, limits, REGISTRY, security, config.max_concurrent_rpcs
     )
     if config.metrics_port is not None:
-        bound = start_metrics_server(config.metrics_port, config.host)
+        bound = start_metrics_server(config.metrics_port, config.host, setting="--metrics-port")
         log.info("metrics on http://%s:%d/metrics", config.host, bound)
     info = backend.info()
     log.info(
@@ -166,6 +176,18 @@ async def serve(config: ServeConfig) -> None:
         watchdog.cancel()
     log.info("shutting down (grace %.1f s)", config.grace_seconds)
     await running.stop(config.grace_seconds)
+
+
+def _check_port_free(host: str, port: int, what: str, setting: str) -> None:
+    """Refuse a taken port before the (slow) model load; the bind itself stays the final word."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            raise PortUnavailableError(host, port, what, setting) from None
 
 
 def serve_from_args(args: argparse.Namespace) -> int:

@@ -200,7 +200,14 @@ class Trainer:
             if advice:  # the fleet's shape idles servers in every iteration's tail
                 log.info(advice)
             if records:
-                log.info("resuming at iteration %d (fingerprint %s)", state.iteration, fingerprint)
+                # Iterations are counted from 1 in every message, as the progress bar and the iteration log do.
+                log.info(
+                    "resuming after iteration %d of %d, at iteration %d (fingerprint %s)",
+                    state.iteration,
+                    self.config.iterations,
+                    state.iteration + 1,
+                    fingerprint,
+                )
             self.metrics.step.set(state.iteration)
             if self.config.eval_every and state.iteration == 0:
                 baseline = IterationRecord(

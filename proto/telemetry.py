@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
+from seedcast.proto.errors import PortUnavailableError
+
 SERVER_PREFIX = "seedcast_server_"
 OPTIMIZER_PREFIX = "seedcast_optimizer_"
 # Seconds-to-minutes work: restores take milliseconds, long generations and iterations minutes.
@@ -44,7 +46,13 @@ def phase_field(phase: str) -> str:
     return f"{phase}_seconds"
 
 
-def start_metrics_server(port: int, host: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY) -> int:
-    """Serve /metrics on host:port in a background thread; returns the bound port."""
-    server, _ = start_http_server(port, addr=host, registry=registry)
+def start_metrics_server(
+    port: int, host: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY, setting: str = "the metrics port"
+) -> int:
+    """Serve /metrics on host:port in a background thread; returns the bound port. A port that is taken is a
+    PortUnavailableError naming it and the `setting` that chose it."""
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError:
+        raise PortUnavailableError(host, port, "Prometheus metrics", setting) from None
     return server.server_address[1]

@@ -1,0 +1,23 @@
+"""What a run can check in the optimizer before its run folder exists and before any server loads a model, so a
+mistake ends in one line and exit status 2 with nothing half-made: the trackers, the data file, and, when every
+server is one this process starts (their files are this machine's), the model path and the evaluator spec."""
+
+from __future__ import annotations
+
+from seedcast.evaluators.datasets import load_problems
+from seedcast.evaluators.registry import check_evaluator_spec
+from seedcast.inference_server.model_source import resolve_model
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.trackers import check_installed
+
+
+def preflight(config: TrainConfig, model_is_local: bool | None = None) -> None:
+    """Raise the SeedcastError of the first problem found. `model_is_local`: whether the model and evaluator
+    live on this machine (default: when the fleet is local servers only, or for GRPO, which loads it here)."""
+    check_installed(config.report_to)
+    load_problems(config.task.dataset_spec(config.seed))  # the optimizer reads the problems itself
+    if model_is_local is None:
+        model_is_local = not config.fleet.servers and not config.fleet.servers_file
+    if model_is_local:
+        resolve_model(config.model.name)
+        check_evaluator_spec(config.task.evaluator_spec())
