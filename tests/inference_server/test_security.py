@@ -260,3 +260,30 @@ def _first_or_refused(stream) -> str:
     except grpc.RpcError as error:
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
         return "refused"
+
+
+def test_an_unauthenticated_call_is_refused_without_reading_its_request():
+    import types
+
+    from seedcast.inference_server.security import TokenAuthInterceptor
+    from seedcast.proto import seedcast_pb2_grpc as pb_grpc
+
+    class Recorder:  # collects the method handlers the generated code registers
+        def add_generic_rpc_handlers(self, handlers):
+            self.handlers = handlers
+
+        def add_registered_method_handlers(self, service, methods):
+            self.methods = methods
+
+    server = Recorder()
+    pb_grpc.add_InferenceServerServicer_to_server(pb_grpc.InferenceServerServicer(), server)
+    interceptor = TokenAuthInterceptor("a-long-enough-token-1234")
+    for name, handler in server.methods.items():
+
+        async def continuation(details, handler=handler):
+            return handler
+
+        details = types.SimpleNamespace(method=f"/seedcast.v1.InferenceServer/{name}", invocation_metadata=())
+        denied = asyncio.run(interceptor.intercept_service(continuation, details))
+        # Request-streaming and never iterated: flow control keeps the body out of the server's memory.
+        assert denied.request_streaming and denied.response_streaming == handler.response_streaming, name
