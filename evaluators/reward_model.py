@@ -6,6 +6,10 @@ probability of the last class otherwise. `remote:URL` POSTs the samples as JSON 
 `{"rewards": [float | null, ...]}` back, one per sample:
 
     POST URL  {"samples": [{"prompt": "...", "completion": "...", "reference": "..."}]}
+
+The trust boundary of `remote:`: the server calls only the URLs its operator allowed (`--allow-evaluator
+remote:https://HOST[:PORT]/PATH/`, serve_config.py), follows no redirect, and never puts what an endpoint
+answered into an error, so a caller cannot use a server to read from other hosts.
 """
 
 from __future__ import annotations
@@ -71,14 +75,19 @@ class RemoteRewardEndpoint:
             payload = {
                 "samples": [{"prompt": s.prompt, "completion": s.completion, "reference": s.reference} for s in chunk]
             }
-            response = self.session.post(self.url, json=payload, timeout=self.timeout_seconds)
-            response.raise_for_status()
-            body = response.json()
+            response = self.session.post(self.url, json=payload, timeout=self.timeout_seconds, allow_redirects=False)
+            if response.status_code != 200:  # 3xx included: a redirect to elsewhere is never followed
+                raise ValueError(f"reward endpoint {self.url} answered HTTP {response.status_code}, not 200")
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
             values = body.get("rewards") if isinstance(body, dict) else None
             if not isinstance(values, list) or len(values) != len(chunk):
+                # What the endpoint answered is never quoted: errors travel back to the caller.
                 raise ValueError(
-                    f"reward endpoint {self.url} must answer {{'rewards': [...]}} with "
-                    f"{len(chunk)} values; got {str(body)[:200]}"
+                    f"reward endpoint {self.url} must answer {{'rewards': [...]}} with {len(chunk)} values; "
+                    f"its answer ({len(response.content)} bytes) is not that"
                 )
             rewards.extend(checked_reward(value, self.url) for value in values)
         return rewards

@@ -27,6 +27,7 @@ from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
 from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.inference_server.noise.kinds import AUTO as AUTO_NOISE
 from seedcast.inference_server.noise.kinds import NOISE_KINDS
+from seedcast.inference_server.remote_allowance import remote_allowance_problem
 from seedcast.proto.choices import describe_choices, field_choices, one_of
 from seedcast.proto.errors import SeedcastError
 
@@ -119,9 +120,9 @@ class ServeConfig(BaseModel):
     )
     allowed_evaluators: list[str] = Field(
         default_factory=list,
-        description="Also allow this evaluator spec (exact, or a prefix ending in ':' or '.', "
-        "e.g. 'remote:' or 'mypkg.'); built-ins and installed plugins are always "
-        "allowed. Repeatable.",
+        description="Also allow this evaluator spec (exact, or a prefix ending in ':' or '.', e.g. 'mypkg.'; "
+        "a remote endpoint as remote:https://HOST[:PORT]/PATH, or a prefix of such URLs ending in '/' after the "
+        "host); built-ins and installed plugins are always allowed. Repeatable.",
         json_schema_extra={"flag": "--allow-evaluator", "metavar": "SPEC"},
     )
     max_concurrent_rpcs: int = Field(64, ge=1, description="Calls beyond this many at once get RESOURCE_EXHAUSTED.")
@@ -134,7 +135,7 @@ class ServeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _options_fit_the_backend(self) -> ServeConfig:
-        problems = []
+        problems = [problem for a in self.allowed_evaluators if (problem := remote_allowance_problem(a))]
         for name, field in type(self).model_fields.items():
             backends = (field.json_schema_extra or {}).get("backends") or []
             if backends and self.backend not in backends and getattr(self, name) != field.default:

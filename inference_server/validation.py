@@ -13,6 +13,7 @@ import grpc
 
 from seedcast.inference_server.backends.base import Sampling
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE, rule_problems
+from seedcast.inference_server.remote_allowance import REMOTE, remote_allowance_problem
 from seedcast.proto import seedcast_pb2 as pb
 
 WHOLE_BATCH = 0  # MemberTask.shards of a task that covers the whole batch: its one encoding (proto3's default)
@@ -57,6 +58,11 @@ class Limits:
 
         if self.allowed_evaluators is None or spec in BUILTIN_EVALUATORS or spec in installed_plugins():
             return True
+        if spec.startswith(REMOTE):  # only endpoints the operator named, host included (remote_allowance_problem)
+            allowances = [a for a in self.allowed_evaluators if remote_allowance_problem(a) is None]
+            return any(
+                spec == allowed or (allowed.endswith("/") and spec.startswith(allowed)) for allowed in allowances
+            )
         return any(
             spec == allowed or (allowed.endswith((":", ".")) and spec.startswith(allowed))
             for allowed in self.allowed_evaluators

@@ -73,8 +73,14 @@ def test_entry_point_plugins(monkeypatch):
 class _RewardHandler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/elsewhere":  # a redirect, as to an internal service the caller wants to read
+            self.send_response(307)
+            self.send_header("Location", "/score")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/bad":
-            answer = {"oops": True}
+            answer = {"oops": True, "secret": "TOP-SECRET-CONTENT"}
         else:
             answer = {"rewards": [1.0 if s["completion"].endswith(s["reference"]) else 0.0 for s in body["samples"]]}
         payload = json.dumps(answer).encode()
@@ -99,8 +105,11 @@ def reward_endpoint():
 
 def test_remote_endpoint(reward_endpoint):
     assert load_evaluator(f"remote:{reward_endpoint}/score").score_batch(SAMPLES) == [1.0, 0.0]
-    with pytest.raises(ValueError, match="must answer"):
+    with pytest.raises(ValueError, match="must answer") as raised:
         load_evaluator(f"remote:{reward_endpoint}/bad").score_batch(SAMPLES)
+    assert "TOP-SECRET" not in str(raised.value)  # errors travel back to the caller: an answer is never quoted
+    with pytest.raises(ValueError, match="answered HTTP 307, not 200"):  # a redirect is never followed
+        load_evaluator(f"remote:{reward_endpoint}/elsewhere").score_batch(SAMPLES)
 
 
 def test_local_reward_model(tmp_path, tiny_model_dir):

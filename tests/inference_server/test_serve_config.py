@@ -33,7 +33,7 @@ def test_every_field_has_a_flag_and_unset_flags_keep_the_defaults():
 
 def test_flags_override_the_file(tmp_path):
     path = tmp_path / "server.yaml"
-    write_serve_config(ServeConfig(port=7000, threads=3, allowed_evaluators=["remote:"]), path)
+    write_serve_config(ServeConfig(port=7000, threads=3, allowed_evaluators=["remote:https://rm.internal/"]), path)
     config = _parse("--config", str(path), "--port", "7001", "--pair-cache", "--allow-evaluator", "mypkg.")
     assert (config.port, config.threads, config.pair_cache) == (7001, 3, True)
     assert config.allowed_evaluators == ["mypkg."]
@@ -108,3 +108,26 @@ def test_a_parent_pid_that_is_not_the_parent_is_refused_before_the_model_loads(t
     done = subprocess.run([*command, "--model", str(tmp_path / "no-model")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--parent-pid 1 is not this server's parent" in done.stderr
     assert "no-model" not in done.stderr  # refused before the model was looked for
+
+
+@pytest.mark.parametrize(
+    "allowance", ["remote:", "remote:https:", "remote:https://", "remote:file:///etc/passwd", "remote:https://host"]
+)
+def test_a_remote_allowance_must_name_its_endpoints(allowance):
+    with pytest.raises(ServeConfigError, match="name the endpoint"):
+        load_serve_config(values={"allowed_evaluators": [allowance]})
+
+
+def test_only_the_named_remote_endpoints_may_be_called():
+    from seedcast.inference_server.validation import Limits
+
+    limits = Limits(allowed_evaluators=("remote:https://rm.internal:8000/", "remote:http://other.test/score"))
+    assert limits.evaluator_allowed("remote:https://rm.internal:8000/v1/score")
+    assert limits.evaluator_allowed("remote:http://other.test/score")
+    for spec in (
+        "remote:https://rm.internal:8000.evil.test/",
+        "remote:http://169.254.169.254/latest/meta-data/",
+        "remote:http://other.test/score/more",
+    ):
+        assert not limits.evaluator_allowed(spec), spec
+    assert not Limits(allowed_evaluators=("remote:",)).evaluator_allowed("remote:http://127.0.0.1:9/")
