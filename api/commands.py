@@ -34,8 +34,11 @@ def train(args: argparse.Namespace) -> int:
         overrides.append(f"metrics_port={args.metrics_port}")
     started = time.perf_counter()
     progress = not args.no_progress
-    if args.resume and (args.config or args.init_from):
-        raise ConfigError("--resume takes the config and weights from the run directory; drop --config / --init-from")
+    if args.resume and (args.config or args.init_from or args.run_dir):
+        raise ConfigError(
+            "--resume continues in its run directory with its config and weights; drop --config / --init-from / "
+            "--run-dir"
+        )
     run_path = Path(args.resume) if args.resume else new_run_dir(args.run_dir)
     try:
         if args.resume:

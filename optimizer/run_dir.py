@@ -115,6 +115,21 @@ def read_log_bodies(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     return records
 
 
+# The settings an update log means something under only: on resume, an override of one is refused by name.
+FIXED_FOR_A_RUN = {
+    "model.name": "its update log is a list of steps away from that base model",
+    "es.noise": "its update log means nothing under other noise",
+    "es.momentum": "its servers' velocity follows from it",
+}
+
+
+def _setting(config: TrainConfig, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
 class RunDirectory:
     """Reads and writes one run's directory (see the module docstring)."""
 
@@ -167,18 +182,16 @@ class RunDirectory:
         self.logs_path.mkdir(exist_ok=True)
         logged_noise = (snapshot.get("es") or {}).get("noise", LEGACY_NOISE_KIND)
         snapshot["es"] = {**(snapshot.get("es") or {}), "noise": logged_noise}  # not today's default, `auto`
+        logged = load_config(base=snapshot)
         config = load_config(base=snapshot, overrides=overrides)
-        logged_momentum = (snapshot.get("es") or {}).get("momentum", 0.0)
-        if config.es.momentum != logged_momentum:
-            raise ConfigError(
-                f"es.momentum is fixed for a run: {self.path} was trained with momentum {logged_momentum}, and its "
-                "servers' velocity follows from it; drop the es.momentum override"
-            )
-        if config.es.noise != logged_noise:
-            raise ConfigError(
-                f"es.noise is fixed for a run: {self.path} was trained with {logged_noise} noise, "
-                "and its update log means nothing under other noise; drop the es.noise override"
-            )
+        changed = [
+            f"{key} is fixed for a run: {self.path} was trained with {key} = {_setting(logged, key)!r}, and {why}; "
+            f"drop the {key} override"
+            for key, why in FIXED_FOR_A_RUN.items()
+            if _setting(config, key) != _setting(logged, key)
+        ]
+        if changed:
+            raise ConfigError("; ".join(changed))
         return config
 
     def updates(self, repair: bool = False) -> list[ESStep]:

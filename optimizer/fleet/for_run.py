@@ -16,4 +16,10 @@ from seedcast.optimizer.metrics import OptimizerMetrics
 def fleet_for_run(config: TrainConfig, logs_path: Path, metrics: OptimizerMetrics) -> Fleet:
     """The run's fleet; its local servers (if any) write their logs under `logs_path`."""
     local = LocalFleet(config, logs_path) if config.fleet.local else None
-    return Fleet(config.fleet, metrics, choose_noise=partial(choose_noise, config), local_fleet=local)
+    return Fleet(
+        config.fleet,
+        metrics,
+        choose_noise=partial(choose_noise, config),
+        local_fleet=local,
+        model=config.model.name,
+    )

@@ -47,10 +47,13 @@ class Fleet:
         metrics: OptimizerMetrics,
         choose_noise: Callable[[dict[str, str]], str],
         local_fleet: LocalFleet | None = None,
+        model: str | None = None,
     ) -> None:
         """`choose_noise` gets the given servers' noise kinds by address and returns the run's (noise_choice.py);
-        `local_fleet`, the servers to start on this machine (fleet.local), is started with that kind."""
+        `local_fleet`, the servers to start on this machine (fleet.local), is started with that kind; `model`, the
+        run's model.name, is what every server must report having loaded (None: not checked)."""
         self.config = config
+        self.model = model
         self.metrics = metrics
         self.choose_noise = choose_noise
         self.known: dict[str, ClientSecurity] = {}
@@ -170,6 +173,14 @@ class Fleet:
             if strict:
                 raise NoiseMismatchError(message)
             return f"{noise}-noise"  # fenced: it can never agree with the fleet
+        if self.model is not None and state.model != self.model:
+            message = (
+                f"server {client.address} serves the model {state.model[:200]!r}, but this run's model.name is "
+                f"{self.model!r}; start it with `seedcast serve --model {self.model}`, or set model.name to its model"
+            )
+            if strict:
+                raise FingerprintMismatchError(message)
+            return f"model:{state.model[:40]}"  # fenced: it can never agree with the fleet
         if state.step > len(self.steps):
             message = (
                 f"server {client.address} is at step {state.step} but the run log has {len(self.steps)} "

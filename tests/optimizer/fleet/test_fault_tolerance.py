@@ -337,3 +337,26 @@ def test_a_noise_kind_edited_in_config_yaml_is_caught_after_a_stop_mid_broadcast
     (run.path / "config.yaml").write_text(yaml.safe_dump(snapshot))
     assert main(["train", "--resume", str(run.path), "--no-progress", "iterations=3"]) == 2
     assert "records fingerprint" in capsys.readouterr().err and len(run.updates()) == 2
+
+
+def test_a_server_with_another_model_is_refused_before_step_one(tmp_path, tiny_model_dir, servers, capsys):
+    from seedcast.cli import main
+
+    (server,) = servers(1)
+    overrides = _overrides(tiny_model_dir, iterations=1, **_fleet([server]))
+    run_dir = tmp_path / "run"
+    other = [o for o in overrides if not o.startswith("model.name=")] + ["model.name=smollm2-135m-instruct"]
+    assert main(["train", "--run-dir", str(run_dir), "--no-progress", *other]) == 2
+    error = capsys.readouterr().err
+    assert f"server {server.address} serves the model {tiny_model_dir!r}" in error
+    assert "model.name is 'smollm2-135m-instruct'" in error and not (run_dir / "updates.jsonl").read_text()
+
+
+def test_the_model_of_a_run_cannot_change_on_resume(tmp_path, tiny_model_dir):
+    from seedcast.optimizer.config import ConfigError
+
+    config = load_config(overrides=_overrides(tiny_model_dir, iterations=1))
+    run = RunDirectory.create(tmp_path / "run", config)
+    with pytest.raises(ConfigError, match="model.name is fixed for a run"):
+        run.load_config(["model.name=smollm2-135m-instruct"])
+    assert run.load_config(["iterations=5"]).iterations == 5
