@@ -330,6 +330,12 @@ class TrainConfig(Section):
     eval_every: int = Field(5, ge=0, description="Score the unperturbed weights every N iterations (0 = never).")
     eval_size: int = Field(96, ge=1, description="Problems in that fixed evaluation set (greedy, one sample each).")
     metrics_port: int | None = Field(None, ge=0, le=65535, description="Serve the optimizer's Prometheus metrics here.")
+    stop_after_idle_iterations: int = Field(
+        3,
+        ge=0,
+        description="Stop with an error after this many iterations in a row in which every member failed or no "
+        "update was applied (all members scored alike); 0 = never.",
+    )
     report_to: ReportTo = Field(
         default_factory=list,
         description="Experiment trackers for the per-step record: tensorboard, wandb, both "

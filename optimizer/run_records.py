@@ -84,6 +84,8 @@ class RunSummary:
     trl_version: str | None = None
     device: str | None = None
     machine: dict[str, Any] | None = None  # optimizer.machine.machine_kind() where the run was timed
+    members_failed: int | None = None  # ES: members that returned an error, over the run (this session)
+    idle_iterations: int | None = None  # ES: iterations without an update (all failed, or all scored alike)
 
     def to_json(self) -> dict[str, Any]:
         """The summary.json object."""

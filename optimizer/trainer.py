@@ -29,6 +29,7 @@ from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, Iterat
 from seedcast.optimizer.fleet.shards import tail_advice
 from seedcast.optimizer.iteration_progress import IterationProgress
 from seedcast.optimizer.iteration_summary import summarize_iteration
+from seedcast.optimizer.learning_guard import LearningGuard, RunNotLearningError
 from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory
@@ -71,6 +72,8 @@ class Trainer:
         self.run = run
         self.show_progress = show_progress
         self.strategy = make_strategy(config.es.strategy, run_seed=config.seed, **config.es.strategy_options())
+        self.guard = LearningGuard(config.stop_after_idle_iterations)
+        self._stop_reason: str | None = None  # set by an iteration after which the run cannot go on learning
         self.problems = load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
@@ -162,6 +165,7 @@ class Trainer:
             if report.error:
                 log.warning("member %d failed on %s: %s", report.member.index, report.server, report.error)
         step, next_state = self.strategy.tell(state, members, self._fitness(reports))
+        self._stop_reason = self.guard.observe(reports, step)
         self.run.append_update(step, self.fleet.fingerprint)  # logged (fsync) before any server applies it
         fingerprint = await self.fleet.broadcast(step)
         record = summarize_iteration(
@@ -239,6 +243,9 @@ class Trainer:
                     record.seconds,
                     "" if record.eval_reward is None else f", eval {record.eval_reward:.3f}",
                 )
+                if self._stop_reason:  # after the step and its metrics are written: the run resumes cleanly
+                    self._write_summary(time.perf_counter() - started, fingerprint)
+                    raise RunNotLearningError(f"{self._stop_reason} (run directory {self.run.path})")
             self._write_summary(time.perf_counter() - started, fingerprint)
         finally:
             trackers.close()
@@ -261,6 +268,8 @@ class Trainer:
                 fingerprint=fingerprint,
                 wall_seconds_this_session=seconds,
                 machine=machine_kind(),
+                members_failed=self.guard.failed_members,
+                idle_iterations=self.guard.idle_iterations,
             )
         )
 

@@ -108,3 +108,9 @@ def contains_digit_reward(completion: str, reference: str) -> float:
     """Test evaluator: 1.0 when the completion contains a digit (a pass/fail signal for any text)."""
     del reference
     return 1.0 if any(ch.isdigit() for ch in completion) else 0.0
+
+
+def constant_reward(completion: str, reference: str) -> float:
+    """Test evaluator that scores every answer alike, so no member differs from another and ES has no signal."""
+    del completion, reference
+    return 0.5
