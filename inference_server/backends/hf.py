@@ -126,7 +126,6 @@ class HFBackend(PerturbableBackend):
     def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
         self._mirror_holds = None  # cached partners were computed from the old master
         apply_rule(self.master, terms, rule, params, self.velocity, self.noise, self.threads)
-        self._write_master()
 
     def _parameter_count(self) -> int:
         return sum(t.numel() for t in self.master.values())

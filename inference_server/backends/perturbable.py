@@ -11,11 +11,13 @@ move through three states:
 reads them (`sync_weights`, which generation calls first), and is skipped when the next perturbation
 overwrites every weight anyway, so a member that follows a member pays no restore. When the next
 perturbation is the one the weights still hold (the same member's next prompt shard), nothing is written.
-`apply_update` is refused during a perturbation, and writes cast(master) itself.
+`apply_update` is refused during a perturbation; it moves the master only and leaves the write of the new
+cast(master) pending in the same way, so a `Sync` of many steps writes the weights once, and an ES step
+followed by the next iteration's first member writes them not at all.
 
 A backend fills in four hooks: `_write_perturbation` (write cast(master + sign·σ·ε)), `_write_master`
-(write cast(master)), `_update_master` (apply one step's update rule to the master, then write
-cast(master)) and `_parameter_count`; plus `fingerprint` and `generate`.
+(write cast(master)), `_update_master` (apply one step's update rule to the float32 master only) and
+`_parameter_count`; plus `fingerprint` and `generate`.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ class PerturbableBackend:
         raise NotImplementedError
 
     def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
-        """Apply one step's update rule to the float32 master (noise.apply.apply_rule), then write cast(master)."""
+        """Apply one step's update rule to the float32 master (noise.apply.apply_rule); the inference weights are
+        left as they are (the state machine writes cast(master) when they are next read)."""
         raise NotImplementedError
 
     def _parameter_count(self) -> int:
@@ -113,13 +116,14 @@ class PerturbableBackend:
     def apply_update(
         self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
     ) -> None:
-        """Move master by Σ coeff·ε(seed) in float32 through the update rule `rule` with `params`, then re-cast
-        the inference weights."""
+        """Move master by Σ coeff·ε(seed) in float32 through the update rule `rule` with `params`; the inference
+        weights become cast(master) at the next read (or the next perturbation overwrites them)."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
         terms = [(int(seed), float(coeff)) for seed, coeff in terms]
+        self._written = None  # whatever the inference weights hold, it is no perturbation of the new master
+        self._restore_pending = True
         self._update_master(terms, rule, {str(k): float(v) for k, v in (params or {}).items()})
-        self._weights_are_master()
 
     def _weights_are_master(self) -> None:
         self._restore_pending = False

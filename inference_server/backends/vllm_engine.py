@@ -139,8 +139,7 @@ class VLLMBackend(PerturbableBackend):
         self._weights_changed()
 
     def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
-        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, dict(params)))  # writes cast(master)
-        self._weights_changed()
+        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, dict(params), False))
 
     def _parameter_count(self) -> int:
         return self.parameters

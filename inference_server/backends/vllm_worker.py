@@ -157,9 +157,12 @@ class SeedcastWorkerExtension:
         """Write cast(master) back: bit-exact, since the cast is deterministic."""
         self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
 
-    def seedcast_apply_update(self, terms: list[tuple[int, float]], rule: str, params: dict[str, float]) -> None:
+    def seedcast_apply_update(
+        self, terms: list[tuple[int, float]], rule: str, params: dict[str, float], write: bool = True
+    ) -> None:
         """Move master by Σ coeff·ε(seed) in float32, terms in order, through the update rule (the rule's state,
-        such as the momentum velocity, kept on this worker), then write cast(master)."""
+        such as the momentum velocity, kept on this worker), then write cast(master) unless `write` is False
+        (the engine defers that write to the next read, perturbable.py)."""
         if not hasattr(self, "_seedcast_velocity"):
             self._seedcast_velocity: dict[str, torch.Tensor] = {}
         apply_rule(
@@ -171,7 +174,8 @@ class SeedcastWorkerExtension:
             self._seedcast_noise,
             self._seedcast_threads,
         )
-        self.seedcast_restore()
+        if write:
+            self.seedcast_restore()
 
     def seedcast_fingerprint(self) -> str:
         """Fingerprint of the float32 master (the same function as the hf backend's)."""

@@ -113,6 +113,8 @@ def apply_update_terms(
     base model) gains a zero tensor per name on first use. The order of the terms and of these operations is
     fixed, so a live update and a replay of the log give identical bits.
     """
+    if not terms and not momentum:  # an empty plain step moves nothing: no pass over the weights
+        return
     if momentum and velocity is None:
         raise ValueError("momentum needs the caller's velocity buffers (a dict kept across updates)")
     if momentum and any(name not in velocity for name in master):

@@ -151,6 +151,18 @@ def test_a_perturbation_that_fails_midway_is_never_answered_from_the_weights_lef
     assert all(torch.equal(before[n], after[n]) for n in before)
 
 
+def test_many_updates_write_the_inference_weights_once_when_next_read(make_backend):
+    backend = make_backend()
+    writes = record_calls(backend, "_write_master")
+    for step in range(50):  # what a Sync of 50 steps asks
+        backend.apply_update([] if step % 2 else [(step, 1e-3)])
+    assert writes == []  # the master moved 50 times; the weights were not written once yet
+    after = _inference_weights(backend)  # a read writes cast(master), once
+    assert len(writes) == 1 and all(
+        torch.equal(after[name], backend.master[name].to(after[name].dtype)) for name in backend.master
+    )
+
+
 def test_live_update_equals_replayed_log(make_backend, tiny_model_dir):
     from seedcast.inference_server.model_source import load_model_and_tokenizer
 
