@@ -5,7 +5,9 @@ service needs no token (probes carry none), and `Watch` streams stay open, so 64
 `Watch` calls would make every later call fail with RESOURCE_EXHAUSTED, `Check` included, and the
 orchestrator would restart a healthy server. Here each kind of call has its own budget:
 
-- the Seedcast service (members, updates, samples): `max_concurrent_rpcs`;
+- the Seedcast service's calls (updates, syncs, samples, state): `max_concurrent_rpcs`;
+- `Evaluate` streams, which stay open between iterations: `max_evaluate_streams`, a budget of their own, so
+  idle streams (64 of them, opened with the token and left) can never refuse an update or a state query;
 - health `Watch` streams: `max_health_watches`, a small budget of its own;
 - health `Check`: never limited (it answers from memory at once).
 
@@ -21,6 +23,7 @@ import grpc
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_WATCH = "/grpc.health.v1.Health/Watch"
+EVALUATE = "/seedcast.v1.InferenceServer/Evaluate"
 
 
 class Budget:
@@ -47,8 +50,10 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         max_concurrent_rpcs: int,
         max_health_watches: int = 8,
         on_reject: Callable[[str], None] = lambda method: None,
+        max_evaluate_streams: int = 64,
     ) -> None:
         self.work = Budget("calls", max_concurrent_rpcs)
+        self.evaluate_streams = Budget("Evaluate streams", max_evaluate_streams)
         self.watches = Budget("health Watch streams", max_health_watches)
         self._on_reject = on_reject
 
@@ -57,7 +62,7 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or method == HEALTH_CHECK:
             return handler
-        budget = self.watches if method == HEALTH_WATCH else self.work
+        budget = {HEALTH_WATCH: self.watches, EVALUATE: self.evaluate_streams}.get(method, self.work)
         return _admitted(handler, budget, lambda: self._on_reject(method.rsplit("/", 1)[-1]))
 
 

@@ -38,6 +38,7 @@ from seedcast.proto.scorable import mean_of_scorable, scorable
 from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.server")
+MAX_CACHED_EVALUATORS = 32  # evaluators a server keeps built, by spec
 
 
 class InferenceServicer(pb_grpc.InferenceServerServicer):
@@ -78,9 +79,12 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             )
         if spec not in self._evaluators:
             try:
-                self._evaluators[spec] = load_evaluator(spec)
+                evaluator = load_evaluator(spec)
             except Exception as error:
                 raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, f"evaluator {spec!r}: {error}") from error
+            if len(self._evaluators) >= MAX_CACHED_EVALUATORS:  # prefix allowances admit endless specs: bounded
+                del self._evaluators[next(iter(self._evaluators))]  # the oldest
+            self._evaluators[spec] = evaluator
         return self._evaluators[spec]
 
     async def _refuse(self, context: grpc.aio.ServicerContext, method: str, error: RequestError) -> None:

@@ -336,3 +336,26 @@ def test_get_state_never_pairs_a_step_with_another_steps_fingerprint_while_a_syn
     seen, reply = with_server(backend, scenario)
     assert reply.step == 3 and reply.weights_fingerprint == backend.fingerprint()
     assert seen <= {(0, base), (3, reply.weights_fingerprint)}, seen
+
+
+def test_idle_evaluate_streams_never_refuse_an_update_or_a_state_query():
+    backend = SimulatedLatencyTestBackend()
+
+    async def scenario(stub, channel, running):
+        streams = []
+        for _ in range(64):  # opened with the token and left idle, as many as the server runs calls
+            stream = stub.Evaluate()
+            await stream.write(pb.EvaluateRequest(batch=BATCH))
+            streams.append(stream)
+        await asyncio.sleep(0.5)  # every stream is admitted and waits for its tasks
+        state = await stub.GetState(pb.StateRequest(), timeout=5)
+        reply = await stub.ApplyUpdate(pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)]))
+        extra = stub.Evaluate()  # the 65th stream is refused at once, not queued
+        await extra.write(pb.EvaluateRequest(batch=BATCH))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await extra.read()
+        for stream in streams:
+            stream.cancel()
+        return state.step, reply.step, refused.value.code()
+
+    assert with_server(backend, scenario) == (0, 1, grpc.StatusCode.RESOURCE_EXHAUSTED)
