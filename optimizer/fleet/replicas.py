@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import grpc
@@ -102,13 +102,11 @@ class Fleet:
         else:
             fingerprints = await asyncio.gather(*(self._sync(client, strict=True) for client in self.active))
         if logged_fingerprint:
-            wrong = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != logged_fingerprint]
-            if wrong:
-                listing = ", ".join(f"{c.address} holds {fp}" for c, fp in wrong)
-                raise FingerprintMismatchError(
-                    f"the run logged fingerprint {logged_fingerprint} at step {len(steps)}, but {listing}; "
-                    "restart those servers so they reload the base model and replay the log"
-                )
+            _refuse_others(
+                zip(self.active, fingerprints, strict=True),
+                logged_fingerprint,
+                f"the run logged fingerprint {logged_fingerprint} at step {len(steps)}",
+            )
         self.fingerprint = self._agree(dict(zip(self.active, fingerprints, strict=True)), f"at step {len(steps)}")
         self.metrics.servers_up.set(len(self.active))
         return self.fingerprint
@@ -128,24 +126,21 @@ class Fleet:
             )
         all_steps, self.steps = self.steps, self.steps[:-1]
         before = await asyncio.gather(*(self._sync(client, strict=True) for client in behind))
-        wrong = [(c, fp) for c, fp in zip(behind, before, strict=True) if fp != before_last]
         self.steps = all_steps
-        if wrong:
-            listing = ", ".join(f"{c.address} holds {fp}" for c, fp in wrong)
-            raise FingerprintMismatchError(
-                f"the run's log records fingerprint {before_last} at step {last - 1}, but {listing}; restart those "
-                "servers so they reload the base model and replay the log (and check es.noise in config.yaml)"
-            )
+        _refuse_others(
+            zip(behind, before, strict=True),
+            before_last,
+            f"the run's log records fingerprint {before_last} at step {last - 1}",
+            " (and check es.noise in config.yaml)",
+        )
         checked = dict(zip(behind, await asyncio.gather(*(self._sync(c, strict=True) for c in behind)), strict=True))
         reference = self._agree(checked, f"at step {last}")
         fingerprints = [checked.get(c) or await self._sync(c, strict=True) for c in self.active]
-        ahead = [(c, fp) for c, fp in zip(self.active, fingerprints, strict=True) if fp != reference]
-        if ahead:
-            listing = ", ".join(f"{c.address} holds {fp}" for c, fp in ahead)
-            raise FingerprintMismatchError(
-                f"servers checked against the log hold {reference} at step {last}, but {listing}; restart those "
-                "servers so they reload the base model and replay the log"
-            )
+        _refuse_others(
+            zip(self.active, fingerprints, strict=True),
+            reference,
+            f"servers checked against the log hold {reference} at step {last}",
+        )
         return fingerprints
 
     def local_peak_rss_bytes(self) -> list[int]:
@@ -162,36 +157,41 @@ class Fleet:
 
     # ----- keeping replicas identical --------------------------------------------------------
     async def _sync(self, client: ServerClient, strict: bool) -> str:
-        """Replay the steps the server lacks; a server ahead of the log is an error (strict) or fenced."""
+        """Replay the steps the server lacks; a server that can never hold the run's weights is an error (strict)
+        or fenced (it answers a fingerprint no other server has)."""
         state = await client.state()
+        unfit = self._unfit(client, state)
+        if unfit is not None:
+            error, message, fenced_as = unfit
+            if strict:
+                raise error(message)
+            return fenced_as
+        if state.step == len(self.steps):
+            return state.weights_fingerprint
+        return (await client.sync(self.steps[state.step :])).weights_fingerprint
+
+    def _unfit(self, client: ServerClient, state) -> tuple[type[SeedcastError], str, str] | None:
+        """Why a server can never hold this run's weights: (error, message, what it is fenced as); None if it can."""
         noise = state.noise or LEGACY_NOISE_KIND
         if noise != self.noise:
             message = (
                 f"server {client.address} perturbs with {noise[:40]!r} noise but this run uses "
                 f"{self.noise} noise; restart it with `seedcast serve --noise {self.noise}`"
             )
-            if strict:
-                raise NoiseMismatchError(message)
-            return f"{noise}-noise"  # fenced: it can never agree with the fleet
+            return NoiseMismatchError, message, f"{noise[:40]}-noise"
         if self.model is not None and state.model != self.model:
             message = (
                 f"server {client.address} serves the model {state.model[:200]!r}, but this run's model.name is "
                 f"{self.model!r}; start it with `seedcast serve --model {self.model}`, or set model.name to its model"
             )
-            if strict:
-                raise FingerprintMismatchError(message)
-            return f"model:{state.model[:40]}"  # fenced: it can never agree with the fleet
+            return FingerprintMismatchError, message, f"model:{state.model[:40]}"
         if state.step > len(self.steps):
             message = (
                 f"server {client.address} is at step {state.step} but the run log has {len(self.steps)} "
                 "steps; restart it so it reloads the base model"
             )
-            if strict:
-                raise FingerprintMismatchError(message)
-            return f"ahead-of-log:{state.step}"
-        if state.step == len(self.steps):
-            return state.weights_fingerprint
-        return (await client.sync(self.steps[state.step :])).weights_fingerprint
+            return FingerprintMismatchError, message, f"ahead-of-log:{state.step}"
+        return None
 
     def _fence(self, client: ServerClient, reason: str) -> None:
         log.error("fencing server %s: %s; it will not be used again in this run", client.address, reason)
@@ -307,3 +307,14 @@ class Fleet:
         log.info("server %s rejoined at step %d", address, len(self.steps))
         self.metrics.servers_rejoined.inc()
         self.active.append(client)
+
+
+def _refuse_others(held: Iterable[tuple[ServerClient, str]], expected: str, claim: str, hint: str = "") -> None:
+    """Refuse, by name, every server whose fingerprint is not `expected` (`claim` says where it comes from)."""
+    listing = ", ".join(
+        f"{client.address} holds {fingerprint}" for client, fingerprint in held if fingerprint != expected
+    )
+    if listing:
+        raise FingerprintMismatchError(
+            f"{claim}, but {listing}; restart those servers so they reload the base model and replay the log{hint}"
+        )
