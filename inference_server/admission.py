@@ -8,7 +8,8 @@ orchestrator would restart a healthy server. Here each kind of call has its own 
 - the Seedcast service's calls (updates, syncs, samples, state): `max_concurrent_rpcs`;
 - `Evaluate` streams, which stay open between iterations: `max_evaluate_streams`, a budget of their own, so
   idle streams (64 of them, opened with the token and left) can never refuse an update or a state query;
-- health `Watch` streams: `max_health_watches`, a small budget of its own;
+- health `Watch` streams: `max_health_watches`, a small budget of its own, and each ends after
+  `max_watch_seconds` (clients open a new one), so streams opened and left cannot hold it for ever;
 - health `Check`: never limited (it answers from memory at once).
 
 A call beyond its budget is answered RESOURCE_EXHAUSTED at once instead of queueing.
@@ -16,6 +17,7 @@ A call beyond its budget is answered RESOURCE_EXHAUSTED at once instead of queue
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
@@ -51,7 +53,9 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         max_health_watches: int = 8,
         on_reject: Callable[[str], None] = lambda method: None,
         max_evaluate_streams: int = 64,
+        max_watch_seconds: float = 60.0,
     ) -> None:
+        self.max_watch_seconds = max_watch_seconds
         self.work = Budget("calls", max_concurrent_rpcs)
         self.evaluate_streams = Budget("Evaluate streams", max_evaluate_streams)
         self.watches = Budget("health Watch streams", max_health_watches)
@@ -63,11 +67,15 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or method == HEALTH_CHECK:
             return handler
         budget = {HEALTH_WATCH: self.watches, EVALUATE: self.evaluate_streams}.get(method, self.work)
-        return _admitted(handler, budget, lambda: self._on_reject(method.rsplit("/", 1)[-1]))
+        seconds = self.max_watch_seconds if method == HEALTH_WATCH else None
+        return _admitted(handler, budget, lambda: self._on_reject(method.rsplit("/", 1)[-1]), seconds)
 
 
-def _admitted(handler: grpc.RpcMethodHandler, budget: Budget, on_reject: Callable[[], None]) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as `handler` that first takes a place in `budget`, or refuses."""
+def _admitted(
+    handler: grpc.RpcMethodHandler, budget: Budget, on_reject: Callable[[], None], seconds: float | None = None
+) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as `handler` that first takes a place in `budget`, or refuses; a response
+    stream with `seconds` set ends (status OK) after that long, giving its place back."""
     message = f"the server already runs {budget.limit} {budget.name}; retry later"
 
     async def refuse(context) -> None:
@@ -89,13 +97,19 @@ def _admitted(handler: grpc.RpcMethodHandler, budget: Budget, on_reject: Callabl
         async def admitted(request, context):
             if not budget.try_take():
                 await refuse(context)
+            limit = asyncio.timeout(seconds)
             try:
-                result = behavior(request, context)
-                if inspect.isasyncgen(result):  # handlers that yield their responses
-                    async for response in result:
-                        yield response
-                else:  # handlers that write with context.write and return
-                    await result
+                async with limit:
+                    result = behavior(request, context)
+                    if inspect.isasyncgen(result):  # handlers that yield their responses
+                        async for response in result:
+                            yield response
+                    else:  # handlers that write with context.write and return
+                        await result
+            except TimeoutError:
+                if not limit.expired():  # the handler's own timeout, not the stream's time limit
+                    raise
+                return  # the stream had its time: it ends, and the client opens a new one
             finally:
                 budget.give_back()
 

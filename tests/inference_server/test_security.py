@@ -287,3 +287,33 @@ def test_an_unauthenticated_call_is_refused_without_reading_its_request():
         denied = asyncio.run(interceptor.intercept_service(continuation, details))
         # Request-streaming and never iterated: flow control keeps the body out of the server's memory.
         assert denied.request_streaming and denied.response_streaming == handler.response_streaming, name
+
+
+def test_a_health_watch_stream_ends_after_its_time_and_gives_its_place_back():
+    import asyncio
+
+    from grpc_health.v1 import health
+
+    from seedcast.inference_server.admission import AdmissionInterceptor
+
+    async def scenario():
+        server = grpc.aio.server(interceptors=[AdmissionInterceptor(64, max_health_watches=2, max_watch_seconds=0.5)])
+        servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                for _ in range(3):  # more rounds than places: each round's streams end and free theirs
+                    streams = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(2)]
+                    for stream in streams:
+                        replies = []
+                        async for reply in stream:
+                            replies.append(reply.status)
+                        assert replies == [health_pb2.HealthCheckResponse.SERVING]
+                        assert await stream.code() == grpc.StatusCode.OK
+        finally:
+            await server.stop(0)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
