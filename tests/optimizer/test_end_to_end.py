@@ -132,7 +132,7 @@ def test_the_noise_kind_cannot_change_on_resume(tmp_path, capsys):
     assert "noise" not in (run.path / "config.yaml").read_text()
     assert run.load_config().es.noise == "gaussian"  # what it was trained with, not today's default (auto)
     assert run.load_config(["es.noise=gaussian"]).es.noise == "gaussian"
-    with pytest.raises(ValueError, match="trained with gaussian noise"):
+    with pytest.raises(ValueError, match="trained with es.noise = .gaussian."):
         run.load_config(["es.noise=table"])
 
 
