@@ -52,12 +52,13 @@ class Backend(Protocol):
     """A model copy that can be perturbed from seeds, restored exactly, and updated in float32.
 
     Invariants every implementation keeps (pinned by the contract test):
-    - between calls the inference weights equal cast(master), where master is float32;
+    - outside a perturbation the inference weights, when read, equal cast(master), where master is float32;
     - `perturb` sets weights to cast(master + sign * sigma * noise(seed)); `restore` makes them
       bit-identical to before the perturbation (by copying from master, never by subtracting), at the
       latest when they are next read (`sync_weights`);
     - `apply_update` moves master in float32 by sum(coeff * noise(seed)), terms in the given order, through the
-      step's update rule (noise/update_rules.py; `momentum` keeps a float32 velocity), by noise.apply.apply_rule.
+      step's update rule (noise/update_rules.py; `momentum` keeps a float32 velocity), by noise.apply.apply_rule;
+      the inference weights follow at their next read, as after a restore.
     """
 
     supports_entropy: bool  # whether generate(with_entropy=True) works; Sample refuses it otherwise
@@ -78,7 +79,7 @@ class Backend(Protocol):
         self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
     ) -> None:
         """Apply one step, master moved by sum(coeff * noise(seed)) in float32 through the update rule `rule`
-        with `params`, then re-cast the inference weights."""
+        with `params`; the inference weights are cast(master) when next read."""
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
