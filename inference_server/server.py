@@ -184,6 +184,8 @@ def _check_port_free(host: str, port: int, what: str, setting: str) -> None:
         return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As gRPC binds: connections of a server that just stopped (TIME_WAIT) do not make the port taken.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

@@ -90,3 +90,19 @@ def test_model_copy_validates_like_any_config():
         config.es.model_copy(update={"noise": "pink"})
     fleet = seedcast.FleetConfig(local=0, servers=["127.0.0.1:50051"])
     assert config.model_copy(update={"fleet": fleet}).fleet.servers == ["127.0.0.1:50051"]
+
+
+def test_a_port_a_stopped_server_just_left_is_free_again():
+    from seedcast.inference_server.server import _check_port_free
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    accepted.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+    listener.close()
+    client.close()
+    _check_port_free("127.0.0.1", port, "gRPC", "--port")  # a restarted server may bind it (the chaos soak does)
