@@ -231,6 +231,7 @@ def test_greedy_logprobs_match_the_hf_backend_base_and_perturbed(engine, vllm_mo
 
 def _hf_logprobs(hf, prompt: str, tokens: list[int]) -> list[float]:
     """Teacher-forced log-probabilities of `tokens` after the chat-templated prompt, from the hf model."""
+    hf.sync_weights()  # a direct read of the weights: write a deferred restore or update first
     prompt_ids = hf.tokenizer(hf.chat_texts([prompt])[0], add_special_tokens=False, return_tensors="pt")["input_ids"]
     sequence = torch.cat([prompt_ids, torch.tensor([tokens])], dim=1)
     with torch.inference_mode():
