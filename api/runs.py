@@ -10,6 +10,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from seedcast.evaluators.base import Problem
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.preflight import preflight
@@ -56,11 +57,13 @@ def _metrics_registry(config: TrainConfig, registry: CollectorRegistry | None) -
     return registry
 
 
-def _run_trainer(config: TrainConfig, run: RunDirectory, show_progress: bool, registry) -> TrainResult:
+def _run_trainer(
+    config: TrainConfig, run: RunDirectory, show_progress: bool, registry, problems: list[Problem]
+) -> TrainResult:
     from seedcast.optimizer.trainer import Trainer
 
     log.info("run directory: %s", run.path)
-    trainer = Trainer(config, run, show_progress=show_progress, registry=registry)
+    trainer = Trainer(config, run, show_progress=show_progress, registry=registry, problems=problems)
     return asyncio.run(trainer.train())
 
 
@@ -82,9 +85,9 @@ def train(
     """
     path = new_run_dir(run_dir)
     resolved = _config(config, overrides, init_from, path)
-    preflight(resolved)  # before the run directory exists and any server loads
+    problems = preflight(resolved)  # before the run directory exists and any server loads
     registry = _metrics_registry(resolved, registry)  # a taken metrics port, too
-    return _run_trainer(resolved, RunDirectory.create(path, resolved), show_progress, registry)
+    return _run_trainer(resolved, RunDirectory.create(path, resolved), show_progress, registry, problems)
 
 
 def resume(
@@ -97,8 +100,8 @@ def resume(
     """Continue a run from its update log (e.g. `overrides=["iterations=20"]` to train further)."""
     run = RunDirectory(run_dir)
     config = run.load_config(overrides or [])
-    preflight(config)
-    return _run_trainer(config, run, show_progress, _metrics_registry(config, registry))
+    problems = preflight(config)
+    return _run_trainer(config, run, show_progress, _metrics_registry(config, registry), problems)
 
 
 def grpo(

@@ -4,6 +4,7 @@ server is one this process starts (their files are this machine's), the model pa
 
 from __future__ import annotations
 
+from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import check_evaluator_spec
 from seedcast.inference_server.model_source import resolve_model
@@ -11,13 +12,15 @@ from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.trackers import check_installed
 
 
-def preflight(config: TrainConfig, model_is_local: bool | None = None) -> None:
-    """Raise the SeedcastError of the first problem found. `model_is_local`: whether the model and evaluator
-    live on this machine (default: when the fleet is local servers only, or for GRPO, which loads it here)."""
+def preflight(config: TrainConfig, model_is_local: bool | None = None) -> list[Problem]:
+    """Raise the SeedcastError of the first problem found, else return the task's problems (the optimizer reads
+    them itself: loaded here once, they are handed on). `model_is_local`: whether the model and evaluator live
+    on this machine (default: when the fleet is local servers only, or for GRPO, which loads it here)."""
     check_installed(config.report_to)
-    load_problems(config.task.dataset_spec(config.seed))  # the optimizer reads the problems itself
+    problems = load_problems(config.task.dataset_spec(config.seed))
     if model_is_local is None:
         model_is_local = not config.fleet.servers and not config.fleet.servers_file
     if model_is_local:
         resolve_model(config.model.name)
         check_evaluator_spec(config.task.evaluator_spec())
+    return problems

@@ -63,27 +63,26 @@ def encode_step(step: ESStep, parent_fingerprint: str | None = None) -> str:
     return json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")) + "\n"
 
 
-def _decode_line(line: str) -> dict[str, Any]:
+def _decode_line(line: str) -> tuple[ESStep, str | None]:
     data = json.loads(line)
     checksum = data.pop("checksum", None)
     if checksum != _checksum(data):
         raise ValueError("checksum mismatch")
-    ESStep.from_json(data)  # a line must hold a step
-    return data
+    return ESStep.from_json(data), data.get(PARENT_KEY)
 
 
 def read_update_log(path: Path, repair: bool = False) -> list[ESStep]:
     """All intact records in order. A torn final line is dropped (and cut from the file if `repair`)."""
-    return [ESStep.from_json(body) for body in read_log_bodies(path, repair)]
+    return [step for step, _ in read_logged_steps(path, repair)]
 
 
-def read_log_bodies(path: Path, repair: bool = False) -> list[dict[str, Any]]:
-    """The checked JSON body of every intact record, in order (read_update_log's steps, with what the log
-    records beside each step, such as its parent fingerprint)."""
+def read_logged_steps(path: Path, repair: bool = False) -> list[tuple[ESStep, str | None]]:
+    """Each intact record's step and the fingerprint the log records before it (None in logs written before
+    steps recorded it), in order; read_update_log's rules for torn and corrupt lines."""
     if not path.exists():
         return []
     raw = path.read_bytes()
-    records: list[dict[str, Any]] = []
+    records: list[tuple[ESStep, str | None]] = []
     offset = 0
     lines = raw.split(b"\n")
     for number, line in enumerate(lines, 1):
@@ -95,8 +94,8 @@ def read_log_bodies(path: Path, repair: bool = False) -> list[dict[str, Any]]:
             if number == len(lines):  # no trailing newline: the write never finished
                 raise ValueError("record not terminated")
             record = _decode_line(line.decode())
-            if record["step"] != len(records) + 1:
-                raise ValueError(f"step {record['step']} where step {len(records) + 1} was expected")
+            if record[0].step != len(records) + 1:
+                raise ValueError(f"step {record[0].step} where step {len(records) + 1} was expected")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
             if not is_last:
                 raise CorruptRunError(
@@ -198,11 +197,11 @@ class RunDirectory:
         """The logged updates, in step order."""
         return read_update_log(self.updates_path, repair=repair)
 
-    def fingerprint_before_last_step(self) -> str | None:
-        """The fingerprint every server held before the last logged step, from the durable log (None for a log
-        without steps, or one written before steps recorded it)."""
-        bodies = read_log_bodies(self.updates_path)
-        return bodies[-1].get(PARENT_KEY) if bodies else None
+    def logged_steps(self, repair: bool = False) -> tuple[list[ESStep], str | None]:
+        """The logged updates in step order, and the fingerprint every server held before the last of them, from
+        the durable log (None for a log without steps, or one written before steps recorded it): one read."""
+        logged = read_logged_steps(self.updates_path, repair=repair)
+        return [step for step, _ in logged], (logged[-1][1] if logged else None)
 
     def append_update(self, step: ESStep, parent_fingerprint: str | None = None) -> None:
         """Append one step durably (one write, flush, fsync), with the fleet's fingerprint before it."""

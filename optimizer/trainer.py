@@ -64,6 +64,7 @@ class Trainer:
         show_progress: bool = True,
         registry: CollectorRegistry | None = None,
         on_report: Callable[[MemberReport], None] | None = None,
+        problems: list[Problem] | None = None,
     ) -> None:
         self.config = config
         self.on_report = on_report  # called with every member result as it arrives (progress, fault injection)
@@ -74,7 +75,8 @@ class Trainer:
         self.strategy = make_strategy(config.es.strategy, run_seed=config.seed, **config.es.strategy_options())
         self.guard = LearningGuard(config.stop_after_idle_iterations)
         self._stop_reason: str | None = None  # set by an iteration after which the run cannot go on learning
-        self.problems = load_problems(config.task.dataset_spec(config.seed))
+        # The task's problems: as the caller already loaded them (preflight), else from the config.
+        self.problems = problems or load_problems(config.task.dataset_spec(config.seed))
         self.instruction = config.task.instruction_text()
         self.evaluator = config.task.evaluator_spec()
         self._eval_set: list[pb.Problem] | None = None  # built once, on first use
@@ -183,7 +185,7 @@ class Trainer:
 
     async def train(self) -> TrainResult:
         """Run (or resume) to `config.iterations`; returns the final fingerprint and the metrics."""
-        records = self.run.updates(repair=True)
+        records, before_last = self.run.logged_steps(repair=True)
         self.run.truncate_metrics(len(records))
         state = ESState(iteration=len(records))
         started = time.perf_counter()
@@ -191,7 +193,7 @@ class Trainer:
         try:
             logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
             fingerprint = await self.fleet.start(
-                records, logged_fingerprint=logged, fingerprint_before_last=self.run.fingerprint_before_last_step()
+                records, logged_fingerprint=logged, fingerprint_before_last=before_last
             )
             if self.config.es.noise != self.fleet.noise:  # es.noise=auto, now resolved: the run records it
                 self.config = self.config.model_copy(

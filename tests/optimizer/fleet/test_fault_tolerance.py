@@ -205,20 +205,12 @@ def test_a_server_added_to_the_servers_file_joins_mid_run(tmp_path, tiny_model_d
 def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp_path, tiny_model_dir, servers, capsys):
     from seedcast.cli import main
     from seedcast.optimizer.es.step import ESStep
-    from seedcast.optimizer.fleet.client import ServerClient
 
     honest, impostor = servers(2)
     run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **_fleet([honest])))
 
-    async def other_run_steps() -> str:  # the impostor holds another run's first two steps
-        client = ServerClient(impostor.address)
-        try:
-            other = [ESStep(step=s, sigma=0.05, terms=[(10_000 + s, 0.01)]) for s in (1, 2)]
-            return (await client.sync(other)).weights_fingerprint
-        finally:
-            await client.close()
-
-    wrong = asyncio.run(other_run_steps())
+    other = [ESStep(step=s, sigma=0.05, terms=[(10_000 + s, 0.01)]) for s in (1, 2)]
+    wrong = asyncio.run(_sync_to(impostor, other))  # the impostor holds another run's first two steps
     code = main(["train", "--resume", str(run.path), "--no-progress", "--servers", impostor.address, "iterations=3"])
     error = capsys.readouterr().err
     assert code == 2 and impostor.address in error and wrong in error and result.fingerprint in error
@@ -226,6 +218,17 @@ def test_resume_refuses_a_server_that_holds_other_weights_at_the_logged_step(tmp
     # The server that trained it still holds the logged weights: the run goes on there.
     assert main(["train", "--resume", str(run.path), "--no-progress", "--servers", honest.address, "iterations=3"]) == 0
     assert len(run.updates()) == 3
+
+
+async def _sync_to(server: ServerProcess, steps) -> str:
+    """Replay `steps` on a running server (as another run would have); its fingerprint after them."""
+    from seedcast.optimizer.fleet.client import ServerClient
+
+    client = ServerClient(server.address)
+    try:
+        return (await client.sync(steps)).weights_fingerprint
+    finally:
+        await client.close()
 
 
 def _alive(pid: int) -> bool:
@@ -294,25 +297,17 @@ def test_a_resume_after_a_stop_mid_broadcast_checks_the_servers_against_the_dura
 ):
     from seedcast.cli import main
     from seedcast.optimizer.es.step import ESStep
-    from seedcast.optimizer.fleet.client import ServerClient
 
     honest, impostor, fresh = servers(3)
     run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, iterations=2, **_fleet([honest])))
     _state_after_a_stop_mid_broadcast(run)
-
-    async def sync(server, steps) -> str:
-        client = ServerClient(server.address)
-        try:
-            return (await client.sync(steps)).weights_fingerprint
-        finally:
-            await client.close()
 
     def resume(*servers_given) -> int:
         addresses = ",".join(s.address for s in servers_given)
         return main(["train", "--resume", str(run.path), "--no-progress", "--servers", addresses, "iterations=3"])
 
     other = [ESStep(step=1, sigma=0.05, terms=[(10_001, 0.01)])]
-    wrong = asyncio.run(sync(impostor, other))  # another run's first step: behind the log, with other weights
+    wrong = asyncio.run(_sync_to(impostor, other))  # another run's first step: behind the log, with other weights
     assert resume(impostor) == 2
     error = capsys.readouterr().err
     assert impostor.address in error and wrong in error and "at step 1" in error
@@ -321,7 +316,7 @@ def test_a_resume_after_a_stop_mid_broadcast_checks_the_servers_against_the_dura
     assert len(run.updates()) == 2  # nothing trained on unchecked weights
     # A server from the base model is checked at step 1 and then takes step 2; the one that trained agrees.
     assert resume(fresh, honest) == 0
-    assert len(run.updates()) == 3 and run.fingerprint_before_last_step() == result.fingerprint
+    assert len(run.updates()) == 3 and run.logged_steps()[1] == result.fingerprint
 
 
 def test_a_noise_kind_edited_in_config_yaml_is_caught_after_a_stop_mid_broadcast(tmp_path, tiny_model_dir, capsys):
