@@ -54,6 +54,9 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         self.metrics = ServerMetrics(info.backend, info.model, registry or CollectorRegistry())
         self.step = 0
         self.fingerprint = backend.fingerprint()
+        # The fingerprint before the latest step ("" at step 0, or after a Sync refused partway): a resumed
+        # optimizer whose log lacks the fingerprint after its last step checks the servers that hold it by this.
+        self.parent_fingerprint = ""
         self._lock = asyncio.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seedcast-backend")
         self._evaluators: dict[str, Evaluator] = {}
@@ -192,11 +195,17 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         async with self._lock:
             loop = asyncio.get_running_loop()
             touched = False  # whether any step reached the weights
-            applied = self.step
+            applied, parent = self.step, self.parent_fingerprint
             try:
-                for request in requests:
+                for index, request in enumerate(requests):
                     self._check_intact()
                     update = check_update(request, applied, self.limits)
+                    if index == 0:
+                        before = self.fingerprint
+                    elif index == len(requests) - 1:  # the last of several: one extra fingerprint per Sync
+                        before = await loop.run_in_executor(self._worker, self.backend.fingerprint)
+                    else:
+                        before = ""
                     with self.metrics.phase_seconds["update"].time():
                         touched = True
                         try:
@@ -208,7 +217,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                             self.broken = f"step {request.step} failed midway ({type(error).__name__}: {error})"
                             log.error("weights are inconsistent: %s; restart this server", self.broken)
                             raise RequestError(grpc.StatusCode.INTERNAL, self.broken) from error
-                    applied = request.step
+                    applied, parent = request.step, before
                     self.metrics.updates_applied.inc()
             finally:
                 # Also after a refusal or a failure partway: the fingerprint always describes the weights held.
@@ -216,7 +225,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 # step with another step's fingerprint (a healthy server caught mid-Sync would be fenced).
                 if touched:
                     fingerprint = await loop.run_in_executor(self._worker, self.backend.fingerprint)
-                    self.step, self.fingerprint = applied, fingerprint
+                    self.step, self.fingerprint, self.parent_fingerprint = applied, fingerprint, parent
                     self.metrics.step.set(applied)
 
     async def ApplyUpdate(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.UpdateReply:
@@ -266,6 +275,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         return pb.ServerState(
             step=self.step,
             weights_fingerprint=self.fingerprint,
+            parent_fingerprint=self.parent_fingerprint,
             model=info.model,
             backend=info.backend,
             device=info.device,

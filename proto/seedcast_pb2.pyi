@@ -184,7 +184,7 @@ class StateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerState(_message.Message):
-    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise")
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint")
     STEP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,7 @@ class ServerState(_message.Message):
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     NOISE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     step: int
     weights_fingerprint: str
     model: str
@@ -201,7 +202,8 @@ class ServerState(_message.Message):
     dtype: str
     parameters: int
     noise: str
-    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ...) -> None: ...
+    parent_fingerprint: str
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")

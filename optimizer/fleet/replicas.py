@@ -113,17 +113,14 @@ class Fleet:
 
     async def _start_before_last(self, before_last: str) -> list[str]:
         """Sync the servers that lack the last step to the step before it and check them against `before_last`,
-        then apply the last step to them; servers that already hold it must agree with them. Each server's
-        fingerprint, in `active` order."""
+        then apply the last step to them; servers that already hold it must agree with them. When every server
+        holds it, each must report `before_last` as the fingerprint it held before it. Each server's fingerprint,
+        in `active` order."""
         last = len(self.steps)
         states = await asyncio.gather(*(client.state() for client in self.active))
         behind = [client for client, state in zip(self.active, states, strict=True) if state.step < last]
         if not behind:
-            raise FingerprintMismatchError(
-                f"the run stopped while broadcasting step {last}, so no fingerprint after it was recorded, and every "
-                f"server already holds step {last}: none can be checked against the fingerprint the log records "
-                f"before it ({before_last}); restart one server so it reloads the base model and replays the log"
-            )
+            return self._check_parents(states, before_last)
         all_steps, self.steps = self.steps, self.steps[:-1]
         before = await asyncio.gather(*(self._sync(client, strict=True) for client in behind))
         self.steps = all_steps
@@ -142,6 +139,34 @@ class Fleet:
             f"servers checked against the log hold {reference} at step {last}",
         )
         return fingerprints
+
+    def _check_parents(self, states: list, before_last: str) -> list[str]:
+        """Every server already holds the last step: check the fingerprint each held before it against the log's
+        (start() then checks that they agree after it). A server that cannot report it is refused, never trusted."""
+        last = len(self.steps)
+        for client, state in zip(self.active, states, strict=True):
+            unfit = self._unfit(client, state)
+            if unfit is not None:
+                error, message, _ = unfit
+                raise error(message)
+            if not state.parent_fingerprint:
+                raise FingerprintMismatchError(
+                    f"the run stopped while broadcasting step {last}, so no fingerprint after it was recorded, and "
+                    f"server {client.address} already holds step {last} but cannot say which weights it applied it "
+                    f"to; restart it so it reloads the base model and replays the log"
+                )
+        wrong = [
+            f"{client.address} applied it to {state.parent_fingerprint}"
+            for client, state in zip(self.active, states, strict=True)
+            if state.parent_fingerprint != before_last
+        ]
+        if wrong:
+            raise FingerprintMismatchError(
+                f"the run's log records fingerprint {before_last} before step {last}, but {', '.join(wrong)}; "
+                "restart those servers so they reload the base model and replay the log (and check es.noise in "
+                "config.yaml)"
+            )
+        return [state.weights_fingerprint for state in states]  # start() checks that they agree
 
     def local_peak_rss_bytes(self) -> list[int]:
         """Peak resident memory of each local server (empty without local servers)."""
