@@ -57,11 +57,13 @@ def evaluate_member(
     sign: int,
     sampling: Sampling,
     stochastic_rounding: bool = False,
+    rank: int = 0,
 ) -> MemberOutcome:
-    """Evaluate the member (seed, sign·σ) on the prompts; weights are restored whatever happens."""
+    """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts; weights are restored
+    whatever happens."""
     started = time.perf_counter()
     try:
-        backend.perturb(seed, sigma, sign, stochastic_rounding)
+        backend.perturb(seed, sigma, sign, stochastic_rounding, rank)
         perturbed = time.perf_counter()
         completions = backend.generate(prompts, sampling, system_prompt)
         generated = time.perf_counter()

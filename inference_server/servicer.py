@@ -155,6 +155,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                         sign=task.sign,
                         sampling=sampling,
                         stochastic_rounding=task.stochastic_rounding,
+                        rank=task.rank,
                     ),
                 )
             self._record(outcome)
@@ -210,7 +211,12 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                         touched = True
                         try:
                             await loop.run_in_executor(
-                                self._worker, self.backend.apply_update, update.terms, update.rule, update.params
+                                self._worker,
+                                self.backend.apply_update,
+                                update.terms,
+                                update.rule,
+                                update.params,
+                                update.rank,
                             )
                         except Exception as error:
                             # Some tensors may hold the step and others not: never serve these weights.

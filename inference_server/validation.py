@@ -45,6 +45,7 @@ class Limits:
     max_sync_steps: int = 1_000_000
     max_sync_terms: int = 1_000_000  # over all steps of one Sync call: what one stream may make the server buffer
     max_sigma: float = 1.0
+    max_rank: int = 256  # a low-rank member's rank; its factors take (rows + columns)·rank floats per weight
     # Far above any ES step (α·F/(N·σ)), far below float32 overflow when multiplied by the noise.
     max_abs_coefficient: float = 1e6
     # Evaluator specs a request may name beyond the built-ins and installed `seedcast.evaluators`
@@ -176,7 +177,14 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
             f"(need shard < shards <= prompts; {WHOLE_BATCH} shards = the whole batch)"
         )
     check_sigma(task.sigma, limits)
+    check_rank(task.rank, limits)
     return sampling_from_proto(task.sampling, limits)
+
+
+def check_rank(rank: int, limits: Limits) -> None:
+    """A perturbation rank is 0 (full rank) or a low rank up to the limit."""
+    if rank > limits.max_rank:
+        raise _invalid(f"rank must be 0 (full rank) or 1..{limits.max_rank}, got {rank}")
 
 
 def shard_slice(task: pb.MemberTask, prompts: int) -> slice:
@@ -192,6 +200,7 @@ class CheckedUpdate:
     terms: list[tuple[int, float]]
     rule: str
     params: dict[str, float]
+    rank: int = 0
 
 
 def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> CheckedUpdate:
@@ -213,9 +222,10 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> Checke
     problems = rule_problems(request.rule, request.params)
     if problems:
         raise _invalid("; ".join(problems))
+    check_rank(request.rank, limits)
     for index, term in enumerate(request.terms):
         check_finite(term.coeff, f"terms[{index}].coeff")
         if abs(term.coeff) > limits.max_abs_coefficient:
             raise _invalid(f"terms[{index}].coeff = {term.coeff} exceeds ±{limits.max_abs_coefficient:g}")
     terms = [(term.seed, term.coeff) for term in request.terms]
-    return CheckedUpdate(terms=terms, rule=request.rule or PLAIN_RULE, params=dict(request.params))
+    return CheckedUpdate(terms=terms, rule=request.rule or PLAIN_RULE, params=dict(request.params), rank=request.rank)

@@ -17,7 +17,7 @@ from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, GENERATED, TASKS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.noise.kinds import ROUNDINGS
+from seedcast.inference_server.noise.kinds import FULL_RANK, PERTURBATIONS, ROUNDINGS
 from seedcast.inference_server.serve_config import (
     BACKEND_HELP,
     DEVICE_HELP,
@@ -136,6 +136,9 @@ class SamplingConfig(Section):
     samples_per_prompt: int = Field(1, ge=1, le=256, description="Completions per problem and member.")
 
 
+DEFAULT_RANK = 1  # es.rank: EGGROLL's rank, and the cheapest low-rank member
+
+
 class ESConfig(Section):
     """The evolution strategy."""
 
@@ -171,6 +174,16 @@ class ESConfig(Section):
     rounding: Annotated[str, one_of(ROUNDINGS, "rounding")] = Field(
         "nearest", description=f"How perturbed weights are cast to the inference dtype: {describe_choices(ROUNDINGS)}."
     )
+    perturbation: Annotated[str, one_of(PERTURBATIONS, "perturbation")] = Field(
+        "full", description=f"The shape of a member's noise: {describe_choices(PERTURBATIONS)}. Fixed for a run."
+    )
+    rank: int = Field(
+        DEFAULT_RANK,
+        ge=1,
+        le=256,
+        description="The rank r of es.perturbation=lowrank (each 2-D weight's noise is A·Bᵀ/√r, A and B with r "
+        "columns). Fixed for a run.",
+    )
 
     @field_validator("population")
     @classmethod
@@ -183,6 +196,20 @@ class ESConfig(Section):
             )
         return population
 
+    @field_validator("rank")
+    @classmethod
+    def _rank_needs_lowrank(cls, rank: int, info: ValidationInfo) -> int:
+        # Runs only when es.rank is given (a config snapshot gives the default): another rank on full-rank
+        # members would be silently ignored.
+        if rank != DEFAULT_RANK and info.data.get("perturbation", "full") != "lowrank":
+            raise ValueError("es.rank applies to low-rank members only; set es.perturbation=lowrank too")
+        return rank
+
+    @property
+    def perturbation_rank(self) -> int:
+        """The rank members and steps carry: es.rank for low-rank members, FULL_RANK (0) otherwise."""
+        return self.rank if self.perturbation == "lowrank" else FULL_RANK
+
     def strategy_options(self) -> dict[str, Any]:
         """The strategy's constructor arguments from this section (the run seed is the caller's)."""
         return {
@@ -192,6 +219,7 @@ class ESConfig(Section):
             "mirrored": self.mirrored,
             "shaping": self.shaping,
             "momentum": self.momentum,
+            "rank": self.perturbation_rank,
         }
 
 

@@ -35,7 +35,7 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     source = noise_source(config.es.noise) if logged else None  # with no step it may still say `auto`
     velocity: dict = {}  # the servers' update-rule state (momentum buffers), rebuilt step by step
     for step in tqdm(logged, desc="replaying updates", unit="step", disable=not show_progress):
-        apply_rule(master, step.terms, step.rule, step.params, velocity, source)
+        apply_rule(master, step.terms, step.rule, step.params, velocity, source, rank=step.rank)
     return model, tokenizer, weights_fingerprint(master), len(logged)
 
 

@@ -119,6 +119,8 @@ FIXED_FOR_A_RUN = {
     "model.name": "its update log is a list of steps away from that base model",
     "es.noise": "its update log means nothing under other noise",
     "es.momentum": "its servers' velocity follows from it",
+    "es.perturbation": "its update log's steps are sums of that shape of noise",
+    "es.rank": "its update log's steps are sums of noise of that rank",
 }
 
 

@@ -41,7 +41,7 @@ class PromptBatch(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
-    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards")
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards", "rank")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,7 @@ class MemberTask(_message.Message):
     STOCHASTIC_ROUNDING_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     seed: int
@@ -66,7 +67,8 @@ class MemberTask(_message.Message):
     stochastic_rounding: bool
     shard: int
     shards: int
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ...) -> None: ...
+    rank: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class MemberTasks(_message.Message):
     __slots__ = ("tasks",)
@@ -153,7 +155,7 @@ class SeedCoefficient(_message.Message):
     def __init__(self, seed: _Optional[int] = ..., coeff: _Optional[float] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("step", "terms", "rule", "params")
+    __slots__ = ("step", "terms", "rule", "params", "rank")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -165,11 +167,13 @@ class UpdateRequest(_message.Message):
     TERMS_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     step: int
     terms: _containers.RepeatedCompositeFieldContainer[SeedCoefficient]
     rule: str
     params: _containers.ScalarMap[str, float]
-    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., rule: _Optional[str] = ..., params: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    rank: int
+    def __init__(self, step: _Optional[int] = ..., terms: _Optional[_Iterable[_Union[SeedCoefficient, _Mapping]]] = ..., rule: _Optional[str] = ..., params: _Optional[_Mapping[str, float]] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class UpdateReply(_message.Message):
     __slots__ = ("step", "weights_fingerprint")

@@ -63,9 +63,10 @@ class Backend(Protocol):
 
     supports_entropy: bool  # whether generate(with_entropy=True) works; Sample refuses it otherwise
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False, rank: int = 0) -> None:
         """Write the perturbed weights; only one perturbation may be active at a time. With
-        `stochastic_rounding` the cast to a bfloat16 inference dtype rounds stochastically (noise/rounding.py)."""
+        `stochastic_rounding` the cast to a bfloat16 inference dtype rounds stochastically (noise/rounding.py);
+        with `rank` > 0 each 2-D weight's noise is of that low rank (noise/lowrank.py), 0 is full rank."""
 
     def restore(self) -> None:
         """Return the inference weights to cast(master), bit-exactly (the write may be deferred until
@@ -76,10 +77,15 @@ class Backend(Protocol):
         the inference weights directly."""
 
     def apply_update(
-        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+        self,
+        terms: list[tuple[int, float]],
+        rule: str = PLAIN_RULE,
+        params: Mapping[str, float] | None = None,
+        rank: int = 0,
     ) -> None:
         """Apply one step, master moved by sum(coeff * noise(seed)) in float32 through the update rule `rule`
-        with `params`; the inference weights are cast(master) when next read."""
+        with `params`, the noise of perturbation rank `rank` (0: full); the inference weights are cast(master)
+        when next read."""
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

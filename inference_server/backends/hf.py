@@ -32,6 +32,7 @@ from seedcast.inference_server.noise.apply import (
     write_perturbed,
 )
 from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
+from seedcast.inference_server.noise.lowrank import noise_of_rank
 
 log = logging.getLogger("seedcast.server")
 
@@ -103,13 +104,14 @@ class HFBackend(PerturbableBackend):
         scale = float(perturbation.sign) * perturbation.sigma
         mirror = self._mirror
         round_for = self.dtype if perturbation.stochastic_rounding else None
+        source = noise_of_rank(self.noise, perturbation.rank, self.master)
 
         def perturb_one(name: str) -> None:
             # master − sign·σ·ε == master + (−sign)·σ·ε bit for bit (negation is exact), so the mirror
             # holds what perturbing the partner would write.
             targets = [(self.params[name], 1), *([(mirror[name], -1)] if mirror else [])]
             with torch.no_grad():
-                write_perturbed(self.master[name], self.noise, perturbation.seed, name, scale, targets, round_for)
+                write_perturbed(self.master[name], source, perturbation.seed, name, scale, targets, round_for)
 
         self._mirror_holds = None
         for_each_tensor(self.master.keys(), perturb_one, self.threads)
@@ -123,9 +125,9 @@ class HFBackend(PerturbableBackend):
                 param.copy_(self._mirror[name])
         self._mirror_holds = None
 
-    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
+    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float], rank: int) -> None:
         self._mirror_holds = None  # cached partners were computed from the old master
-        apply_rule(self.master, terms, rule, params, self.velocity, self.noise, self.threads)
+        apply_rule(self.master, terms, rule, params, self.velocity, self.noise, self.threads, rank)
 
     def _parameter_count(self) -> int:
         return sum(t.numel() for t in self.master.values())

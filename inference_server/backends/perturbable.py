@@ -39,16 +39,18 @@ class PerturbationStateError(RuntimeError):
 
 @dataclass(frozen=True)
 class Perturbation:
-    """What the inference weights hold: cast(master + sign·σ·ε(seed)), the cast stochastic when asked for."""
+    """What the inference weights hold: cast(master + sign·σ·ε(seed)), the cast stochastic when asked for, ε
+    of perturbation rank `rank` (0: full rank)."""
 
     seed: int
     sigma: float
     sign: int
     stochastic_rounding: bool
+    rank: int = 0
 
     def partner(self) -> Perturbation:
         """The mirrored member's perturbation: the same noise with the other sign."""
-        return Perturbation(self.seed, self.sigma, -self.sign, self.stochastic_rounding)
+        return Perturbation(self.seed, self.sigma, -self.sign, self.stochastic_rounding, self.rank)
 
 
 class PerturbableBackend:
@@ -77,20 +79,24 @@ class PerturbableBackend:
         """Write cast(master) into every inference weight."""
         raise NotImplementedError
 
-    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
-        """Apply one step's update rule to the float32 master (noise.apply.apply_rule); the inference weights are
-        left as they are (the state machine writes cast(master) when they are next read)."""
+    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float], rank: int) -> None:
+        """Apply one step's update rule to the float32 master (noise.apply.apply_rule) with noise of perturbation
+        rank `rank`; the inference weights are left as they are (the state machine writes cast(master) when they
+        are next read)."""
         raise NotImplementedError
 
     def _parameter_count(self) -> int:
         raise NotImplementedError
 
     # ----- the state machine -------------------------------------------------------------------
-    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
-        """Write cast(master + sign·σ·ε(seed)) into the inference weights (the cast stochastic when asked for)."""
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False, rank: int = 0) -> None:
+        """Write cast(master + sign·σ·ε(seed)) into the inference weights (the cast stochastic when asked for; ε
+        of low rank `rank` when it is above 0)."""
         if self.perturbed:
             raise PerturbationStateError("perturb() called while a perturbation is active; call restore() first")
-        perturbation = Perturbation(int(seed), float(sigma), int(sign), bool(stochastic_rounding))
+        if rank < 0:
+            raise ValueError(f"a perturbation rank is 0 (full) or positive, not {rank}")
+        perturbation = Perturbation(int(seed), float(sigma), int(sign), bool(stochastic_rounding), int(rank))
         self.perturbed = True
         if self._restore_pending and self._written == perturbation:  # still written: the restore was deferred
             self._restore_pending = False
@@ -114,16 +120,23 @@ class PerturbableBackend:
             self._weights_are_master()
 
     def apply_update(
-        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+        self,
+        terms: list[tuple[int, float]],
+        rule: str = PLAIN_RULE,
+        params: Mapping[str, float] | None = None,
+        rank: int = 0,
     ) -> None:
-        """Move master by Σ coeff·ε(seed) in float32 through the update rule `rule` with `params`; the inference
-        weights become cast(master) at the next read (or the next perturbation overwrites them)."""
+        """Move master by Σ coeff·ε(seed) in float32 through the update rule `rule` with `params`, ε of
+        perturbation rank `rank`; the inference weights become cast(master) at the next read (or the next
+        perturbation overwrites them)."""
         if self.perturbed:
             raise PerturbationStateError("apply_update() called during a perturbation; call restore() first")
+        if rank < 0:
+            raise ValueError(f"a perturbation rank is 0 (full) or positive, not {rank}")
         terms = [(int(seed), float(coeff)) for seed, coeff in terms]
         self._written = None  # whatever the inference weights hold, it is no perturbation of the new master
         self._restore_pending = True
-        self._update_master(terms, rule, {str(k): float(v) for k, v in (params or {}).items()})
+        self._update_master(terms, rule, {str(k): float(v) for k, v in (params or {}).items()}, int(rank))
 
     def _weights_are_master(self) -> None:
         self._restore_pending = False

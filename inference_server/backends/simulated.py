@@ -34,7 +34,7 @@ class SimulatedLatencyTestBackend:
         self.velocity: dict[str, torch.Tensor] = {}
         self.active_seed: int | None = None
 
-    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False) -> None:
+    def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False, rank: int = 0) -> None:
         self.active_seed = seed * sign
 
     def restore(self) -> None:
@@ -44,9 +44,13 @@ class SimulatedLatencyTestBackend:
         """Nothing is deferred here."""
 
     def apply_update(
-        self, terms: list[tuple[int, float]], rule: str = PLAIN_RULE, params: Mapping[str, float] | None = None
+        self,
+        terms: list[tuple[int, float]],
+        rule: str = PLAIN_RULE,
+        params: Mapping[str, float] | None = None,
+        rank: int = 0,
     ) -> None:
-        apply_rule(self.master, terms, rule, params or {}, self.velocity, self.noise, threads=1)
+        apply_rule(self.master, terms, rule, params or {}, self.velocity, self.noise, threads=1, rank=rank)
 
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False

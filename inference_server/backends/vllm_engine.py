@@ -130,16 +130,16 @@ class VLLMBackend(PerturbableBackend):
 
     # ----- the hooks of the shared state machine (perturbable.py) ---------------------------
     def _write_perturbation(self, perturbation: Perturbation) -> None:
-        args = (perturbation.seed, perturbation.sigma, perturbation.sign, perturbation.stochastic_rounding)
-        self.llm.collective_rpc("seedcast_perturb", args=args)
+        p = perturbation
+        self.llm.collective_rpc("seedcast_perturb", args=(p.seed, p.sigma, p.sign, p.stochastic_rounding, p.rank))
         self._weights_changed()
 
     def _write_master(self) -> None:
         self.llm.collective_rpc("seedcast_restore")
         self._weights_changed()
 
-    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float]) -> None:
-        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, dict(params), False))
+    def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float], rank: int) -> None:
+        self.llm.collective_rpc("seedcast_apply_update", args=(terms, rule, dict(params), False, rank))
 
     def _parameter_count(self) -> int:
         return self.parameters

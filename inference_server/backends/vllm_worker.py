@@ -36,6 +36,7 @@ import torch
 from seedcast.inference_server.backends.vllm_support import check_master_fits
 from seedcast.inference_server.noise.apply import apply_rule, perturbed_master, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.lowrank import noise_of_rank
 
 _REPACK_FLAG = "_seedcast_repack"
 
@@ -141,15 +142,19 @@ class SeedcastWorkerExtension:
             if self._seedcast_path == "repack":
                 repack_layers(model)
 
-    def seedcast_perturb(self, seed: int, sigma: float, sign: int, stochastic_rounding: bool = False) -> None:
+    def seedcast_perturb(
+        self, seed: int, sigma: float, sign: int, stochastic_rounding: bool = False, rank: int = 0
+    ) -> None:
         """Write cast(master + sign·σ·ε(seed)) into the engine's weights (the backend keeps the order of calls);
-        with `stochastic_rounding` the float32 values are first rounded stochastically to the engine's dtype."""
+        with `stochastic_rounding` the float32 values are first rounded stochastically to the engine's dtype;
+        ε of low rank `rank` when it is above 0 (noise/lowrank.py)."""
         scale = float(sign) * float(sigma)
         master = self._seedcast_master
         round_for = self._seedcast_dtype if stochastic_rounding else None
+        source = noise_of_rank(self._seedcast_noise, int(rank), master)
 
         def perturbed(name: str) -> torch.Tensor:
-            return perturbed_master(master[name], self._seedcast_noise, seed, name, scale, round_for)
+            return perturbed_master(master[name], source, seed, name, scale, round_for)
 
         self._seedcast_write(self._seedcast_cast_tensors(perturbed))
 
@@ -158,11 +163,11 @@ class SeedcastWorkerExtension:
         self._seedcast_write(self._seedcast_cast_tensors(lambda name: self._seedcast_master[name]))
 
     def seedcast_apply_update(
-        self, terms: list[tuple[int, float]], rule: str, params: dict[str, float], write: bool = True
+        self, terms: list[tuple[int, float]], rule: str, params: dict[str, float], write: bool = True, rank: int = 0
     ) -> None:
         """Move master by Σ coeff·ε(seed) in float32, terms in order, through the update rule (the rule's state,
-        such as the momentum velocity, kept on this worker), then write cast(master) unless `write` is False
-        (the engine defers that write to the next read, perturbable.py)."""
+        such as the momentum velocity, kept on this worker), ε of perturbation rank `rank`, then write
+        cast(master) unless `write` is False (the engine defers that write to the next read, perturbable.py)."""
         if not hasattr(self, "_seedcast_velocity"):
             self._seedcast_velocity: dict[str, torch.Tensor] = {}
         apply_rule(
@@ -173,6 +178,7 @@ class SeedcastWorkerExtension:
             self._seedcast_velocity,
             self._seedcast_noise,
             self._seedcast_threads,
+            int(rank),
         )
         if write:
             self.seedcast_restore()

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from seedcast.inference_server.noise.gaussian import GAUSSIAN
+from seedcast.inference_server.noise.lowrank import noise_of_rank
 from seedcast.inference_server.noise.rounding import check_rounding_dtype, rounding_seed, stochastic_round_to_bf16_
 from seedcast.inference_server.noise.source import NoiseSource
 from seedcast.inference_server.noise.update_rules import rule_problems
@@ -151,14 +152,16 @@ def apply_rule(
     velocity: dict[str, torch.Tensor],
     source: NoiseSource,
     threads: int | None = None,
+    rank: int = 0,
 ) -> None:
     """Apply one step by its update rule (update_rules.py) to the float32 master; `velocity` is the caller's
-    rule state kept from step to step (the momentum buffers, empty until a step uses them)."""
+    rule state kept from step to step (the momentum buffers, empty until a step uses them). A step of
+    perturbation rank `rank` > 0 moves each 2-D tensor by its members' low-rank noise (lowrank.py)."""
     problems = rule_problems(rule, params)
     if problems:
         raise ValueError("; ".join(problems))
     momentum = params["momentum"] if rule == "momentum" else 0.0
-    apply_update_terms(master, terms, threads, source, momentum, velocity)
+    apply_update_terms(master, terms, threads, noise_of_rank(source, rank, master), momentum, velocity)
 
 
 def weights_fingerprint(named_tensors: Iterator[tuple[str, torch.Tensor]] | Mapping[str, torch.Tensor]) -> str:

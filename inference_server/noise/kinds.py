@@ -1,5 +1,5 @@
-"""Noise kinds by name (`es.noise`, `seedcast serve --noise`) and cast roundings (`es.rounding`): the one list
-of each, with the help text both configs share."""
+"""Noise kinds by name (`es.noise`, `seedcast serve --noise`), cast roundings (`es.rounding`) and perturbation
+shapes (`es.perturbation`): the one list of each, with the help text the configs share."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ ROUNDINGS = {  # how perturbed weights are cast to the inference dtype (noise/ro
     "stochastic": "stochastic rounding, its randomness a pure function of seed and tensor name, so perturbations "
     "below bf16's resolution survive in expectation",
 }
+
+PERTURBATIONS = {  # the shape of a member's noise (`es.perturbation`; noise/lowrank.py)
+    "full": "every weight gets its own Gaussian noise (full rank)",
+    "lowrank": "each 2-D weight gets A·Bᵀ/√r of rank es.rank (EGGROLL), 1-D weights full noise; the update still "
+    "moves every weight",
+}
+FULL_RANK = 0  # the rank a full-rank member or step carries on the wire and in the log
 
 
 def fastest_kind(device_type: str) -> str:

@@ -41,13 +41,15 @@ class Member:
     sign: int
     sampling_seed: int
     sigma: float
+    rank: int = 0  # the perturbation's rank: 0 full, r >= 1 low rank (inference_server/noise/lowrank.py)
 
 
 class OpenES:
     """Seeded OpenAI-ES with optional mirrored sampling, pluggable fitness shaping and momentum in seed space.
 
     With `momentum` β > 0 its steps use the servers' `momentum` update rule (a float32 velocity, v = β·v + Σ,
-    master += v); with 0 they are plain steps."""
+    master += v); with 0 they are plain steps. With `rank` r ≥ 1 its members are low-rank perturbations
+    (EGGROLL) and its steps move the weights by the same low-rank noise; 0 is full rank."""
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class OpenES:
         mirrored: bool = True,
         shaping: str = "zscore",
         momentum: float = 0.0,
+        rank: int = 0,
     ) -> None:
         if population < 2 or (mirrored and population % 2):
             raise ValueError("population must be >= 2, and even with mirrored sampling")
@@ -74,7 +77,10 @@ class OpenES:
         self.run_seed = run_seed
         self.mirrored = mirrored
         self.shaping = shaping
+        if rank < 0:
+            raise ValueError(f"rank must be 0 (full) or >= 1 (low rank), got {rank}")
         self.momentum = momentum
+        self.rank = rank
 
     def ask(self, state: ESState) -> list[Member]:
         """The members of iteration `state.iteration`; mirrored pairs share seed and sampling seed."""
@@ -90,6 +96,7 @@ class OpenES:
                     # Common random numbers: both halves of a pair sample with the same stream.
                     sampling_seed=derive_seed(self.run_seed, "sampling", state.iteration, pair),
                     sigma=self.sigma,
+                    rank=self.rank,
                 )
             )
         return members
@@ -112,5 +119,6 @@ class OpenES:
             terms=[(s, c) for s, c in terms.items() if c != 0.0],
             rule="momentum" if self.momentum else PLAIN_RULE,
             params={"momentum": self.momentum} if self.momentum else {},
+            rank=self.rank,
         )
         return step, ESState(iteration=state.iteration + 1)

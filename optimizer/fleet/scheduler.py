@@ -109,6 +109,7 @@ class FleetScheduler:
             summary_only=True,  # the optimizer needs each member's mean reward, not one reward per prompt
             per_prompt_q8=work.per_prompt,
             stochastic_rounding=work.stochastic_rounding,
+            rank=member.rank,
             shard=unit.shard,
             shards=unit.shards if unit.shards > 1 else 0,  # the whole batch is written 0 on the wire
         )

@@ -227,7 +227,7 @@ def test_bounded_load_of_concurrent_callers():
 class FailingUpdateTestBackend(SimulatedLatencyTestBackend):
     """A test double whose update breaks halfway, as an out-of-memory error would."""
 
-    def apply_update(self, terms, rule="plain", params=None):
+    def apply_update(self, terms, rule="plain", params=None, rank=0):
         self.master["w"] += 1.0
         raise MemoryError("simulated: out of memory halfway through the update")
 

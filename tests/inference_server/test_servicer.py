@@ -184,6 +184,7 @@ def _expect_status(backend, requests, code, fragment):
         ([pb.EvaluateRequest(batch=BATCH), _task(sigma=math.nan)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
         ([pb.EvaluateRequest(batch=BATCH), _task(sigma=-1.0)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
         ([pb.EvaluateRequest(batch=BATCH), _task(sign=0)], grpc.StatusCode.INVALID_ARGUMENT, "sign"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(rank=257)], grpc.StatusCode.INVALID_ARGUMENT, "rank must be 0"),
         ([pb.EvaluateRequest(batch=BATCH), _task(iteration=4)], grpc.StatusCode.FAILED_PRECONDITION, "iteration"),
         ([pb.EvaluateRequest(batch=BATCH), _task(expected_step=3)], grpc.StatusCode.FAILED_PRECONDITION, "step"),
         (
@@ -257,6 +258,7 @@ def test_updates_must_be_in_order_finite_and_name_a_rule_the_server_applies(back
             pb.UpdateRequest(step=1, rule="momentum", params={"momentum": 1.0}),
             pb.UpdateRequest(step=1, rule="momentum"),
             pb.UpdateRequest(step=1, params={"momentum": 0.5}),  # the plain rule takes no parameter
+            pb.UpdateRequest(step=1, terms=[pb.SeedCoefficient(seed=1, coeff=0.1)], rank=100_000),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.ApplyUpdate(request)
@@ -266,7 +268,7 @@ def test_updates_must_be_in_order_finite_and_name_a_rule_the_server_applies(back
         return errors, state_before, reply
 
     errors, state_before, reply = with_server(backend, scenario)
-    assert errors == [grpc.StatusCode.FAILED_PRECONDITION] + [grpc.StatusCode.INVALID_ARGUMENT] * 5
+    assert errors == [grpc.StatusCode.FAILED_PRECONDITION] + [grpc.StatusCode.INVALID_ARGUMENT] * 6
     assert state_before.step == 0
     assert reply.step == 1 and reply.weights_fingerprint != state_before.weights_fingerprint
     assert reply.weights_fingerprint == backend.fingerprint()
@@ -314,9 +316,9 @@ def test_unlisted_custom_evaluators_are_refused(backend):
 class SlowUpdateTestBackend(SimulatedLatencyTestBackend):
     """A test double whose updates take a while, so a reader can look at the server while a Sync runs."""
 
-    def apply_update(self, terms, rule="plain", params=None):
+    def apply_update(self, terms, rule="plain", params=None, rank=0):
         time.sleep(0.2)
-        super().apply_update(terms, rule, params)
+        super().apply_update(terms, rule, params, rank)
 
 
 def test_get_state_never_pairs_a_step_with_another_steps_fingerprint_while_a_sync_runs():

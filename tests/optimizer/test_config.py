@@ -77,3 +77,20 @@ def test_shipped_configs_validate(path):
 
 def test_there_are_shipped_configs():
     assert len(CONFIGS) >= 2
+
+
+def test_low_rank_members_carry_their_rank_and_full_rank_members_none():
+    assert load_config().es.perturbation_rank == 0
+    low = load_config(overrides=["es.perturbation=lowrank", "es.rank=4"])
+    assert low.es.perturbation_rank == 4 and low.es.strategy_options()["rank"] == 4
+    assert load_config(overrides=["es.perturbation=lowrank"]).es.perturbation_rank == 1
+
+
+def test_a_rank_without_low_rank_members_and_an_unknown_perturbation_are_refused_together():
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides=["es.rank=4"])
+    assert "es.rank applies to low-rank members only; set es.perturbation=lowrank" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides=["es.perturbation=sparse", "es.rank=0"])
+    message = str(raised.value)
+    assert "es.perturbation" in message and "full, lowrank" in message and "es.rank" in message

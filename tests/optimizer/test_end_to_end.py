@@ -190,3 +190,25 @@ def test_a_server_with_another_noise_kind_is_refused_by_name(tmp_path, tiny_mode
     err = capsys.readouterr().err
     assert f"server {server.address} perturbs with 'gaussian' noise but this run uses table noise" in err
     assert "seedcast serve --noise table" in err
+
+
+def test_a_low_rank_run_is_reproduced_across_fleets_by_a_resume_and_by_export(tmp_path, tiny_model_dir):
+    low_rank = {"eval_every": 0, "iterations": 3, "es.perturbation": "lowrank", "es.rank": 2}
+    two_servers, two = _train(tmp_path / "two", _overrides(tiny_model_dir, **low_rank))
+    steps = two_servers.updates()
+    assert [s.rank for s in steps] == [2, 2, 2] and all(s.terms for s in steps)
+
+    # One server, stopped after two steps; the resume's fresh server replays them by Sync, then takes the third.
+    one = _overrides(tiny_model_dir, **{**low_rank, "fleet.local": 1, "iterations": 2})
+    one_server, _ = _train(tmp_path / "one", one)
+    assert main(["train", "--resume", str(one_server.path), "--no-progress", "iterations=3"]) == 0
+    assert one_server.updates_path.read_text() == two_servers.updates_path.read_text()
+    assert one_server.metrics()[-1].fingerprint == two.fingerprint
+
+    out = tmp_path / "exported"
+    assert main(["export", str(two_servers.path), "--out", str(out)]) == 0
+    assert json.loads((out / "seedcast_export.json").read_text())["matches_servers"] is True
+
+    full_rank = _overrides(tiny_model_dir, **{"eval_every": 0, "iterations": 1})
+    _, full = _train(tmp_path / "full", full_rank)
+    assert full.fingerprint != two_servers.metrics()[0].fingerprint  # the same seeds at full rank move elsewhere

@@ -135,3 +135,15 @@ def test_a_log_line_from_before_rules_had_names_reads_as_the_momentum_rule(tmp_p
     (step,) = read_update_log(path)
     assert (step.rule, step.params, step.terms) == ("momentum", {"momentum": 0.8}, [(3, 0.5)])
     assert step.to_request().rule == "momentum" and dict(step.to_request().params) == {"momentum": 0.8}
+
+
+def test_a_low_rank_step_logs_and_sends_its_rank_and_a_full_rank_step_carries_none(tmp_path):
+    run = _run(tmp_path)
+    full = ESStep(step=1, sigma=0.01, terms=[(1, 0.5)])
+    low = ESStep(step=2, sigma=0.01, terms=[(2, 0.25)], rank=4)
+    run.append_update(full)
+    run.append_update(low)
+    assert run.updates() == [full, low]
+    first, second = (json.loads(line) for line in run.updates_path.read_text().splitlines())
+    assert "rank" not in first and second["rank"] == 4
+    assert full.to_request().rank == 0 and low.to_request().rank == 4

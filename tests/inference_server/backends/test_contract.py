@@ -212,3 +212,60 @@ def test_info_reports_model_and_dtype(make_backend, tiny_model_dir):
     info = make_backend("float32").info()
     assert info.model == tiny_model_dir and info.dtype == "float32" and info.device == "cpu"
     assert info.parameters > 1000
+
+
+def test_a_low_rank_member_is_cast_of_master_plus_sigma_low_rank_noise_and_restores_bit_exactly(make_backend):
+    from seedcast.inference_server.noise.lowrank import noise_of_rank
+
+    backend = make_backend("bfloat16")
+    before = _inference_weights(backend)
+    backend.perturb(seed=5, sigma=0.01, sign=-1, rank=2)
+    params = _inference_weights(backend)
+    source = noise_of_rank(_noise(backend), 2, backend.master)
+    for name, master in backend.master.items():
+        expected = (master - 0.01 * source.noise(5, name, master.shape)).to(torch.bfloat16)
+        assert torch.equal(params[name], expected), name
+    backend.restore()
+    assert all(torch.equal(before[n], after) for n, after in _inference_weights(backend).items())
+    backend.perturb(seed=5, sigma=0.01, sign=-1)  # the same seed at full rank is another perturbation
+    assert any(not torch.equal(params[n], full) for n, full in _inference_weights(backend).items())
+    backend.restore()
+
+
+def test_a_low_rank_update_equals_the_replayed_log(make_backend, tiny_model_dir):
+    from seedcast.inference_server.model_source import load_model_and_tokenizer
+    from seedcast.inference_server.noise.apply import apply_rule
+
+    backend = make_backend()
+    log = [[(1, 0.01), (2, -0.02)], [(3, 0.005)]]
+    for terms in log:
+        backend.apply_update(terms, rank=4)
+    model, _ = load_model_and_tokenizer(tiny_model_dir)
+    master = {name: p.data for name, p in model.named_parameters()}
+    full_rank = weights_fingerprint(master)
+    for terms in log:
+        apply_rule(master, terms, "plain", {}, {}, _noise(backend), rank=4)
+    assert weights_fingerprint(master) == backend.fingerprint() != full_rank
+    name = next(iter(master))
+    assert torch.equal(_inference_weights(backend)[name], master[name].to(torch.bfloat16))
+
+
+def test_the_pair_cache_serves_a_low_rank_partner_bit_for_bit_and_never_a_full_rank_one(tiny_model_dir):
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    cached = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, pair_cache=True, noise="table")
+    plain = HFBackend(tiny_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="table")
+    partner_copies = record_calls(cached, "_write_partner")
+    for sign in (1, -1):
+        for backend in (cached, plain):
+            backend.perturb(seed=11, sigma=0.05, sign=sign, rank=1)
+        assert all(
+            torch.equal(a, b) for a, b in zip(_inference_weights(cached).values(), _inference_weights(plain).values())
+        )
+        cached.restore()
+        plain.restore()
+    cached.perturb(seed=12, sigma=0.05, sign=1, rank=1)
+    cached.restore()
+    cached.perturb(seed=12, sigma=0.05, sign=-1, rank=0)  # the same seed at another rank is no partner
+    cached.restore()
+    assert len(partner_copies) == 1
