@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from seedcast.evaluators.base import Evaluator, ScoredSample
-from seedcast.inference_server.backends.base import Backend, Completion, Sampling
+from seedcast.inference_server.backends.base import Backend, BatchMember, Completion, Sampling
 from seedcast.proto.scorable import mean_of_scorable
 
 
@@ -80,3 +80,37 @@ def evaluate_member(
         restore_seconds=restored - generated,
         score_seconds=scored - restored,
     )
+
+
+def evaluate_members_batched(
+    backend: Backend,
+    evaluator: Evaluator,
+    *,
+    prompts: list[str],
+    references: list[str],
+    system_prompt: str,
+    members: list[BatchMember],
+    sampling_seeds: list[int],
+    sampling: Sampling,
+) -> list[MemberOutcome]:
+    """Evaluate low-rank members together in one batched generation (backends/batched_members.py). The weights
+    are never perturbed, so there is nothing to restore; each member is charged an equal share of the
+    generation's seconds and its own scoring."""
+    started = time.perf_counter()
+    answers = backend.generate_members(members, sampling_seeds, prompts, sampling, system_prompt)
+    generate_share = (time.perf_counter() - started) / len(members)
+    outcomes = []
+    for completions in answers:
+        scoring = time.perf_counter()
+        per_prompt = score_completions(evaluator, prompts, references, completions)
+        outcomes.append(
+            MemberOutcome(
+                rewards=[mean_of_scorable(group) for group in per_prompt],
+                completion_tokens=[sum(c.tokens for c in group) for group in completions],
+                perturb_seconds=0.0,
+                generate_seconds=generate_share,
+                restore_seconds=0.0,
+                score_seconds=time.perf_counter() - scoring,
+            )
+        )
+    return outcomes

@@ -19,12 +19,13 @@ from prometheus_client import CollectorRegistry
 
 from seedcast.evaluators.base import Evaluator
 from seedcast.evaluators.registry import load_evaluator
-from seedcast.inference_server.backends.base import Backend
-from seedcast.inference_server.member import evaluate_member, score_completions
+from seedcast.inference_server.backends.base import Backend, BatchMember
+from seedcast.inference_server.member import evaluate_member, evaluate_members_batched, score_completions
 from seedcast.inference_server.metrics import ServerMetrics
 from seedcast.inference_server.validation import (
     Limits,
     RequestError,
+    check_batched,
     check_request_texts,
     check_task,
     check_update,
@@ -123,14 +124,58 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     )
                 self._check_intact()
                 checked = [(task, check_task(task, batch, self.step, self.limits)) for task in tasks]
+                together = request.HasField("tasks") and request.tasks.batched
+                if together:
+                    check_batched(tasks, self.backend.info().batches_members)
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
-            answers = [await self._evaluate(batch, evaluator, task, sampling) for task, sampling in checked]
+            if together:
+                answers = await self._evaluate_together(batch, evaluator, checked)
+            else:
+                answers = [await self._evaluate(batch, evaluator, task, sampling) for task, sampling in checked]
             yield (
                 answers[0]
                 if request.HasField("task")
                 else pb.EvaluateResponse(batch=pb.EvaluateResponses(responses=answers))
             )
+
+    async def _evaluate_together(self, batch, evaluator, checked) -> list[pb.EvaluateResponse]:
+        """Low-rank members in one batched generation; each is answered with its own result or failure."""
+        tasks = [task for task, _ in checked]
+        members = [BatchMember(seed=t.seed, sigma=t.sigma, sign=t.sign, rank=t.rank) for t in tasks]
+        try:
+            async with self._lock:
+                if any(task.expected_step != self.step for task in tasks):
+                    raise RuntimeError(f"the server moved to step {self.step} while the members waited")
+                outcomes = await asyncio.get_running_loop().run_in_executor(
+                    self._worker,
+                    partial(
+                        evaluate_members_batched,
+                        self.backend,
+                        evaluator,
+                        prompts=[p.prompt for p in batch.problems],
+                        references=[p.reference for p in batch.problems],
+                        system_prompt=batch.system_prompt,
+                        members=members,
+                        sampling_seeds=[t.sampling.seed for t in tasks],
+                        sampling=checked[0][1],
+                    ),
+                )
+        except Exception as error:  # generation or scoring failed: every member of the batch failed
+            log.warning("%d batched members of iteration %d failed: %s", len(tasks), tasks[0].iteration, error)
+            self.metrics.members_failed.inc(len(tasks))
+            return [self._failure(task, error) for task in tasks]
+        for outcome in outcomes:
+            self._record(outcome)
+        return [self._result(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)]
+
+    @staticmethod
+    def _failure(task, error: Exception) -> pb.EvaluateResponse:
+        return pb.EvaluateResponse(
+            failure=pb.MemberFailure(
+                iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"
+            )
+        )
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
         problems = batch.problems[shard_slice(task, len(batch.problems))]
@@ -162,11 +207,11 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         except Exception as error:  # an evaluator or generation error fails this member only
             log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)
             self.metrics.members_failed.inc()
-            return pb.EvaluateResponse(
-                failure=pb.MemberFailure(
-                    iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"
-                )
-            )
+            return self._failure(task, error)
+        return self._result(task, outcome)
+
+    @staticmethod
+    def _result(task, outcome) -> pb.EvaluateResponse:
         scored = scorable(float(numpy.float32(r)) for r in outcome.rewards)  # the float32 values the wire carries
         result = pb.MemberResult(
             iteration=task.iteration,
@@ -288,6 +333,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             dtype=info.dtype,
             parameters=info.parameters,
             noise=info.noise,
+            batches_members=info.batches_members,
         )
 
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:

@@ -229,3 +229,23 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> Checke
             raise _invalid(f"terms[{index}].coeff = {term.coeff} exceeds ±{limits.max_abs_coefficient:g}")
     terms = [(term.seed, term.coeff) for term in request.terms]
     return CheckedUpdate(terms=terms, rule=request.rule or PLAIN_RULE, params=dict(request.params), rank=request.rank)
+
+
+def check_batched(tasks: list[pb.MemberTask], batches_members: bool) -> None:
+    """Members batched together (MemberTasks.batched) share one low rank, the whole batch and the sampling
+    settings (seeds apart), and need no stochastic rounding, on a server that batches members."""
+    if not batches_members:
+        raise RequestError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "this server does not generate members in batches (its GetState says batches_members = false); "
+            "send them one at a time",
+        )
+    if len({task.rank for task in tasks}) != 1 or tasks[0].rank == 0:
+        raise _invalid(f"batched members must share one rank >= 1, got ranks {sorted({t.rank for t in tasks})}")
+    if any(task.shards != WHOLE_BATCH for task in tasks):
+        raise _invalid("batched members cover the whole prompt batch (shards = 0)")
+    if any(task.stochastic_rounding for task in tasks):
+        raise _invalid("batched members are never rounded to the inference dtype: stochastic_rounding must be off")
+    settings = {(s.temperature, s.top_p, s.max_new_tokens, s.samples_per_prompt) for s in (t.sampling for t in tasks)}
+    if len(settings) != 1:
+        raise _invalid("batched members must share their sampling settings (all but the seed)")

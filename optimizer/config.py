@@ -8,50 +8,27 @@ and what to set, before anything starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from seedcast.evaluators.countdown import LEVELS as COUNTDOWN_LEVELS
 from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, GENERATED, TASKS, default_evaluator, default_instruction
 from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.noise.kinds import FULL_RANK, PERTURBATIONS, ROUNDINGS
 from seedcast.inference_server.serve_config import (
     BACKEND_HELP,
     DEVICE_HELP,
     DTYPE_HELP,
-    NOISE_HELP,
     BackendName,
     DtypeName,
-    NoiseChoice,
 )
-from seedcast.optimizer.es.fitness import FITNESS_MODES
-from seedcast.optimizer.es.shaping import SHAPINGS
-from seedcast.optimizer.es.strategies import STRATEGIES
+from seedcast.optimizer.config_section import ConfigError as ConfigError  # re-exported: where callers look
+from seedcast.optimizer.config_section import Section
+from seedcast.optimizer.es_config import ESConfig
 from seedcast.optimizer.tracker_names import ReportTo
-from seedcast.proto.choices import describe_choices, one_of
-from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import plaintext_allowed, split_address
-
-
-class ConfigError(SeedcastError, ValueError):
-    """One or more configuration problems, all listed in the message."""
-
-
-class Section(BaseModel):
-    """A config section: unknown keys are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy with `update` applied, validated like any config (pydantic's own model_copy does not validate,
-        so `config.model_copy(update={"iterations": -1})` would make a config no file could hold)."""
-        if not update:
-            return super().model_copy(deep=deep)
-        values = {name: getattr(self, name) for name in type(self).model_fields}
-        return type(self).model_validate({**values, **update})
 
 
 class ModelConfig(Section):
@@ -136,93 +113,6 @@ class SamplingConfig(Section):
     samples_per_prompt: int = Field(1, ge=1, le=256, description="Completions per problem and member.")
 
 
-DEFAULT_RANK = 1  # es.rank: EGGROLL's rank, and the cheapest low-rank member
-
-
-class ESConfig(Section):
-    """The evolution strategy."""
-
-    strategy: Annotated[str, one_of(STRATEGIES, "ES strategy")] = Field(
-        "openes", description="The strategy (optimizer/es/strategies.py); it is built from the settings below."
-    )
-    mirrored: bool = Field(True, description="Evaluate ±ε pairs (antithetic sampling); needs an even population.")
-    population: int = Field(16, ge=2, description="Members per iteration (N).")
-    sigma: float = Field(5e-3, gt=0.0, le=1.0, allow_inf_nan=False, description="Noise scale σ.")
-    learning_rate: float = Field(1e-5, gt=0.0, allow_inf_nan=False, description="Step size α in c_i = α·F_i/(N·σ).")
-    shaping: Annotated[str, one_of(SHAPINGS, "fitness shaping")] = Field(
-        "zscore", description="Fitness shaping (optimizer/es/shaping.py)."
-    )
-    noise: NoiseChoice = Field(
-        "auto",
-        description=f"{NOISE_HELP}; auto: the servers' kind if any are given, else table for CPU and gaussian for "
-        "GPU local servers, written into the run's config.yaml at start.",
-    )
-    fitness: Annotated[str, one_of(FITNESS_MODES, "fitness mode")] = Field(
-        "mean",
-        description="mean: a member's fitness is its mean reward over the batch; per_prompt: each prompt's reward "
-        "is first centred and scaled across the population (prompts every member scores alike count for nothing, "
-        "as in GRPO's group advantages), then averaged. Results then carry one byte per prompt.",
-    )
-    momentum: float = Field(
-        0.0,
-        ge=0.0,
-        lt=1.0,
-        allow_inf_nan=False,
-        description="Momentum β in seed space: servers keep a float32 velocity v = β·v + step and add v to the "
-        "master (one more float32 copy of the weights on each server). 0 = plain steps. Fixed for a run.",
-    )
-    rounding: Annotated[str, one_of(ROUNDINGS, "rounding")] = Field(
-        "nearest", description=f"How perturbed weights are cast to the inference dtype: {describe_choices(ROUNDINGS)}."
-    )
-    perturbation: Annotated[str, one_of(PERTURBATIONS, "perturbation")] = Field(
-        "full", description=f"The shape of a member's noise: {describe_choices(PERTURBATIONS)}. Fixed for a run."
-    )
-    rank: int = Field(
-        DEFAULT_RANK,
-        ge=1,
-        le=256,
-        description="The rank r of es.perturbation=lowrank (each 2-D weight's noise is A·Bᵀ/√r, A and B with r "
-        "columns). Fixed for a run.",
-    )
-
-    @field_validator("population")
-    @classmethod
-    def _even_when_mirrored(cls, population: int, info: ValidationInfo) -> int:
-        # A field validator (not a model validator) so this is reported even when other fields fail.
-        if info.data.get("mirrored", True) and population % 2:
-            raise ValueError(
-                f"mirrored sampling needs an even population, got {population}; "
-                "set es.population to an even number or es.mirrored=false"
-            )
-        return population
-
-    @field_validator("rank")
-    @classmethod
-    def _rank_needs_lowrank(cls, rank: int, info: ValidationInfo) -> int:
-        # Runs only when es.rank is given (a config snapshot gives the default): another rank on full-rank
-        # members would be silently ignored.
-        if rank != DEFAULT_RANK and info.data.get("perturbation", "full") != "lowrank":
-            raise ValueError("es.rank applies to low-rank members only; set es.perturbation=lowrank too")
-        return rank
-
-    @property
-    def perturbation_rank(self) -> int:
-        """The rank members and steps carry: es.rank for low-rank members, FULL_RANK (0) otherwise."""
-        return self.rank if self.perturbation == "lowrank" else FULL_RANK
-
-    def strategy_options(self) -> dict[str, Any]:
-        """The strategy's constructor arguments from this section (the run seed is the caller's)."""
-        return {
-            "population": self.population,
-            "sigma": self.sigma,
-            "learning_rate": self.learning_rate,
-            "mirrored": self.mirrored,
-            "shaping": self.shaping,
-            "momentum": self.momentum,
-            "rank": self.perturbation_rank,
-        }
-
-
 class GRPOConfig(Section):
     """The GRPO baseline (`seedcast grpo`, on TRL's GRPOTrainer). It shares the task, the minibatch size
     (`batch_size` problems per step) and `sampling.max_new_tokens` with ES, so both methods see the same
@@ -290,6 +180,15 @@ class FleetConfig(Section):
         description="Cut each member's prompts into this many fixed slices, each a unit of work, so servers that "
         "finish early take slices of members still running (the iteration's tail shrinks); part of the run. "
         "When the fleet's shape keeps under 95% of the servers busy, `seedcast train` names an S that allows 97%.",
+    )
+    members_per_batch: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Low-rank members (es.perturbation=lowrank) a server generates together in one batch of "
+        "members_per_batch × batch_size sequences, each carrying its member's perturbation as a correction to "
+        "the shared weights; the population is cut into fixed groups of this many, so a member's batch mates "
+        "never depend on the fleet. 1 = one member at a time. Needs servers that batch members (hf).",
     )
     member_deadline_seconds: float | None = Field(
         900.0,
@@ -383,6 +282,21 @@ class TrainConfig(Section):
                 f"fleet.prompt_shards ({self.fleet.prompt_shards}) must be at most batch_size ({self.batch_size}): "
                 "every shard needs a prompt"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_member_batches(self) -> TrainConfig:
+        if self.fleet.members_per_batch == 1:
+            return self
+        problems = []
+        if self.es.perturbation != "lowrank":
+            problems.append("set es.perturbation=lowrank: only low-rank members share a batch")
+        if self.fleet.prompt_shards > 1:
+            problems.append("set fleet.prompt_shards=1: batched members cover the whole prompt batch")
+        if self.es.rounding != "nearest":
+            problems.append("set es.rounding=nearest: batched members' perturbations are never rounded at all")
+        if problems:
+            raise ValueError(f"fleet.members_per_batch={self.fleet.members_per_batch} needs: {'; '.join(problems)}")
         return self
 
     def grpo_steps(self) -> int:

@@ -146,6 +146,7 @@ class Trainer:
             per_prompt=self.config.es.fitness == "per_prompt",
             stochastic_rounding=self.config.es.rounding == "stochastic",
             prompt_shards=self.config.fleet.prompt_shards,
+            members_per_batch=self.config.fleet.members_per_batch,
         )
 
     async def _iteration(self, state: ESState) -> tuple[ESState, IterationRecord]:

@@ -71,10 +71,12 @@ class MemberTask(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class MemberTasks(_message.Message):
-    __slots__ = ("tasks",)
+    __slots__ = ("tasks", "batched")
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    BATCHED_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[MemberTask]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[MemberTask, _Mapping]]] = ...) -> None: ...
+    batched: bool
+    def __init__(self, tasks: _Optional[_Iterable[_Union[MemberTask, _Mapping]]] = ..., batched: _Optional[bool] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("batch", "task", "tasks")
@@ -188,7 +190,7 @@ class StateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerState(_message.Message):
-    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint")
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint", "batches_members")
     STEP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +200,7 @@ class ServerState(_message.Message):
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     NOISE_FIELD_NUMBER: _ClassVar[int]
     PARENT_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     step: int
     weights_fingerprint: str
     model: str
@@ -207,7 +210,8 @@ class ServerState(_message.Message):
     parameters: int
     noise: str
     parent_fingerprint: str
-    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ...) -> None: ...
+    batches_members: bool
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")

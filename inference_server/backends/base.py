@@ -35,6 +35,16 @@ class Completion:
     mean_entropy: float | None = None  # nats, full next-token distribution at T=1; only when asked for
 
 
+@dataclass(frozen=True)
+class BatchMember:
+    """One member of a batched generation (`generate_members`): its seed, σ, sign and low rank (>= 1)."""
+
+    seed: int
+    sigma: float
+    sign: int
+    rank: int
+
+
 @dataclass
 class BackendInfo:
     """What a backend holds, reported by GetState."""
@@ -45,6 +55,7 @@ class BackendInfo:
     dtype: str
     parameters: int
     noise: str = LEGACY_NOISE_KIND  # the noise kind perturbations and updates use (noise.NOISE_KINDS)
+    batches_members: bool = False  # generates many low-rank members in one batch (MemberTasks.batched)
 
 
 @runtime_checkable

@@ -19,11 +19,14 @@ import logging
 from collections.abc import Mapping
 
 import torch
+from transformers import LogitsProcessorList
 
-from seedcast.inference_server.backends.base import Completion, Sampling
+from seedcast.inference_server.backends.base import BatchMember, Completion, Sampling
+from seedcast.inference_server.backends.batched_members import LowRankBatch, batchable_problem
 from seedcast.inference_server.backends.devices import pair_cache_by_default, resolve_device, resolve_dtype
 from seedcast.inference_server.backends.entropy import GenerationEntropy
-from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
+from seedcast.inference_server.backends.member_sampling import PerMemberSampler
+from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation, PerturbationStateError
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
     apply_rule,
@@ -89,6 +92,7 @@ class HFBackend(PerturbableBackend):
         )
         self._mirror_holds: Perturbation | None = None  # the partner perturbation the mirror copy holds
         self.velocity: dict[str, torch.Tensor] = {}  # the update rule's state (momentum buffers), empty until used
+        self._batching_problem = batchable_problem(self.model, self.params)
         self._write_master()
 
     # ----- the hooks of the shared state machine (perturbable.py) ---------------------------
@@ -136,6 +140,10 @@ class HFBackend(PerturbableBackend):
         """Fingerprint of the float32 master weights."""
         return weights_fingerprint(self.master)
 
+    def batching_problem(self) -> str | None:
+        """Why this model's low-rank members cannot share a batch (None: they can)."""
+        return self._batching_problem
+
     # ----- generation ----------------------------------------------------------------------
     def generate(
         self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
@@ -150,9 +158,44 @@ class HFBackend(PerturbableBackend):
         n = sampling.samples_per_prompt
         return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _generate_chunk(self, texts: list[str], sampling: Sampling, with_entropy: bool = False) -> list[Completion]:
+    def generate_members(
+        self,
+        members: list[BatchMember],
+        sampling_seeds: list[int],
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+    ) -> list[list[list[Completion]]]:
+        """Per member, per prompt, `samples_per_prompt` completions, the low-rank members generated together
+        (batched_members.py): sequences member-major, as many whole members per `generate` call as max_batch
+        holds. Member i samples with its own generator, seeded `sampling_seeds[i]` (member_sampling.py)."""
+        if self._batching_problem is not None:
+            raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
+        if self.perturbed:
+            raise PerturbationStateError("generate_members() called during a perturbation; call restore() first")
+        self.sync_weights()  # the shared weights are cast(master); each member's perturbation is a correction
+        n = sampling.samples_per_prompt
+        texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(n)]
+        per_call = max(1, self.max_batch // len(texts))
+        answers: list[list[list[Completion]]] = []
+        for first in range(0, len(members), per_call):
+            group = members[first : first + per_call]
+            sampler = None
+            if sampling.temperature > 0:
+                seeds = sampling_seeds[first : first + per_call]
+                sampler = PerMemberSampler(seeds, len(texts), sampling.temperature, sampling.top_p, self.device)
+            with LowRankBatch(self.model, self.params, self.noise, group, rows_per_member=len(texts)):
+                completions = self._generate_chunk(texts * len(group), sampling, sampler=sampler)
+            for index in range(len(group)):
+                own = completions[index * len(texts) : (index + 1) * len(texts)]
+                answers.append([own[i * n : (i + 1) * n] for i in range(len(prompts))])
+        return answers
+
+    def _generate_chunk(
+        self, texts: list[str], sampling: Sampling, with_entropy: bool = False, sampler: PerMemberSampler | None = None
+    ) -> list[Completion]:
         encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        greedy = sampling.temperature <= 0
+        greedy = sampling.temperature <= 0 or sampler is not None  # a sampler leaves one token for greedy to pick
         entropy = GenerationEntropy(self.model)
         with torch.inference_mode(), entropy if with_entropy else contextlib.nullcontext():
             output = self.model.generate(
@@ -164,6 +207,7 @@ class HFBackend(PerturbableBackend):
                 max_new_tokens=sampling.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
+                logits_processor=LogitsProcessorList([sampler]) if sampler is not None else None,
             )
         prompt_length = encoded["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id

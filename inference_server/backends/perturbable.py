@@ -88,6 +88,11 @@ class PerturbableBackend:
     def _parameter_count(self) -> int:
         raise NotImplementedError
 
+    def batching_problem(self) -> str | None:
+        """Why this backend cannot generate many low-rank members in one batch (None: it can, with
+        `generate_members`)."""
+        return f"the {self.name} backend evaluates members one at a time"
+
     # ----- the state machine -------------------------------------------------------------------
     def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False, rank: int = 0) -> None:
         """Write cast(master + sign·σ·ε(seed)) into the inference weights (the cast stochastic when asked for; ε
@@ -152,6 +157,7 @@ class PerturbableBackend:
             dtype=str(self.dtype).removeprefix("torch."),
             parameters=self._parameter_count(),
             noise=self.noise_kind,
+            batches_members=self.batching_problem() is None,
         )
 
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:

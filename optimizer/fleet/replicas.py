@@ -38,6 +38,10 @@ class FingerprintMismatchError(SeedcastError, RuntimeError):
     """Replicas that should hold identical weights do not, and no strict majority agrees."""
 
 
+class BatchingUnsupportedError(SeedcastError, RuntimeError):
+    """fleet.members_per_batch > 1 on a server that generates members one at a time."""
+
+
 class Fleet:
     """The servers of one run; `active` is the list the scheduler hands members to."""
 
@@ -210,6 +214,13 @@ class Fleet:
                 f"{self.model!r}; start it with `seedcast serve --model {self.model}`, or set model.name to its model"
             )
             return FingerprintMismatchError, message, f"model:{state.model[:40]}"
+        if self.config.members_per_batch > 1 and not state.batches_members:
+            message = (
+                f"server {client.address} ({state.backend or 'an older version'}) generates members one at a time, "
+                f"but fleet.members_per_batch={self.config.members_per_batch} sends it groups to generate together; "
+                "use hf servers of this version, or set fleet.members_per_batch=1"
+            )
+            return BatchingUnsupportedError, message, "no-member-batches"
         if state.step > len(self.steps):
             message = (
                 f"server {client.address} is at step {state.step} but the run log has {len(self.steps)} "

@@ -17,6 +17,9 @@ MAX_MEMBERS_PER_MESSAGE members, so small fleets get several).
 Real members (tenths of a second and more) always go one per message, so a server never holds
 members another server could take.
 
+With `fleet.members_per_batch = G` > 1 (low-rank members) a server takes a whole group of G members, members
+[k·G, (k+1)·G) of the population, in one batched message, and generates them together.
+
 With `fleet.prompt_shards` > 1 the unit of work is a member on one slice of the batch (shards.py): a
 server claims a pair's units together, idle servers take the last unclaimed units of busy ones, each
 server keeps one more unit in its stream while unclaimed units remain (none in the tail, so no unit waits
@@ -69,6 +72,7 @@ class IterationWork:
     per_prompt: bool = False  # results also carry one byte per prompt (per-prompt fitness)
     stochastic_rounding: bool = False  # servers cast perturbed weights with stochastic rounding
     prompt_shards: int = 1  # the unit of work is a member on one of this many slices of the batch (shards.py)
+    members_per_batch: int = 1  # low-rank members a server generates together: fixed groups of the population
 
 
 @dataclass
@@ -115,6 +119,9 @@ class FleetScheduler:
         )
 
     def _request(self, work: IterationWork, units: list[Unit]) -> pb.EvaluateRequest:
+        if work.members_per_batch > 1:  # one group, generated together: its members' batch mates are fixed
+            tasks = [self._member_task(work, u) for u in units]
+            return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=tasks, batched=True))
         if len(units) == 1:
             return pb.EvaluateRequest(task=self._member_task(work, units[0]))
         return pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[self._member_task(work, u) for u in units]))
@@ -163,8 +170,12 @@ class FleetScheduler:
                 # Sized by the iteration's units, not the queue left: sizing by what is left would halve the
                 # messages as the queue drains and end the iteration on a long tail of one-member messages.
                 while len(window) < depth and (
-                    units := self._claim(
-                        client, queue, pending, self.members_per_message(units_per_iteration), prefetch=bool(window)
+                    units := (
+                        _claim_group(queue, work.members_per_batch)
+                        if work.members_per_batch > 1
+                        else self._claim(
+                            client, queue, pending, self.members_per_message(units_per_iteration), prefetch=bool(window)
+                        )
                     )
                 ):
                     window.append(units)  # before any write: a failed write hands them back
@@ -339,6 +350,19 @@ class FleetScheduler:
             for client in in_flight:
                 client.drop_stream()  # its late answer would arrive on this stream; a new one starts clean
         return reports
+
+
+def _claim_group(queue: deque[Unit], members_per_batch: int) -> list[Unit]:
+    """The units at the head of the queue of the head unit's group (members [k·G, (k+1)·G) of the population),
+    so every member is generated with the same batch mates on whichever server takes it. A failed server's
+    group goes back to the head of the queue whole."""
+    if not queue:
+        return []
+    group = queue[0].member.index // members_per_batch
+    units = []
+    while queue and queue[0].member.index // members_per_batch == group:
+        units.append(queue.popleft())
+    return units
 
 
 def _track(in_flight: dict[ServerClient, list[Unit]], client: ServerClient, window: deque[list[Unit]]) -> None:

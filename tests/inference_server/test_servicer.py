@@ -39,6 +39,14 @@ def _task(**overrides) -> pb.EvaluateRequest:
     return pb.EvaluateRequest(task=pb.MemberTask(**fields))
 
 
+def _batched(*tasks: pb.EvaluateRequest) -> list[pb.EvaluateRequest]:
+    """The batch, then `tasks` in one message to generate together."""
+    return [
+        pb.EvaluateRequest(batch=BATCH),
+        pb.EvaluateRequest(tasks=pb.MemberTasks(tasks=[t.task for t in tasks], batched=True)),
+    ]
+
+
 @pytest.fixture(scope="module")
 def backend(tiny_model_dir):
     return create_backend("hf", tiny_model_dir, device="cpu", dtype="bfloat16", threads=1)
@@ -224,6 +232,18 @@ def _expect_status(backend, requests, code, fragment):
             grpc.StatusCode.INVALID_ARGUMENT,
             "sign",
         ),
+        (_batched(_task(rank=1), _task(rank=0)), grpc.StatusCode.INVALID_ARGUMENT, "share one rank >= 1"),
+        (_batched(_task(), _task(member=1)), grpc.StatusCode.INVALID_ARGUMENT, "share one rank >= 1"),
+        (_batched(_task(rank=1), _task(rank=1, shard=1, shards=2)), grpc.StatusCode.INVALID_ARGUMENT, "whole prompt"),
+        (_batched(_task(rank=1, stochastic_rounding=True)), grpc.StatusCode.INVALID_ARGUMENT, "stochastic_rounding"),
+        (
+            _batched(
+                _task(rank=1),
+                _task(rank=1, sampling=pb.SamplingParams(top_p=1, max_new_tokens=3, samples_per_prompt=1)),
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "sampling settings",
+        ),
     ],
 )
 def test_bad_evaluate_requests_are_refused(backend, requests, code, fragment):
@@ -361,25 +381,3 @@ def test_idle_evaluate_streams_never_refuse_an_update_or_a_state_query():
         return state.step, reply.step, refused.value.code()
 
     assert with_server(backend, scenario) == (0, 1, grpc.StatusCode.RESOURCE_EXHAUSTED)
-
-
-def test_a_server_reports_the_fingerprint_it_applied_its_latest_step_to():
-    """A resumed optimizer checks a server that already holds the last logged step by this parent fingerprint,
-    so it must be the same whether the step came alone or last in a Sync of several."""
-    steps = [pb.UpdateRequest(step=s, terms=[pb.SeedCoefficient(seed=s, coeff=0.1)]) for s in (1, 2, 3)]
-
-    async def one_at_a_time(stub, channel, running):
-        at_zero = await stub.GetState(pb.StateRequest())
-        after = [await stub.ApplyUpdate(step) for step in steps]
-        return at_zero, after, await stub.GetState(pb.StateRequest())
-
-    async def in_one_sync(stub, channel, running):
-        await stub.Sync(iter(steps))
-        return await stub.GetState(pb.StateRequest())
-
-    at_zero, after, stepwise = with_server(SimulatedLatencyTestBackend(), one_at_a_time)
-    synced = with_server(SimulatedLatencyTestBackend(), in_one_sync)
-    assert at_zero.parent_fingerprint == ""
-    assert stepwise.parent_fingerprint == after[1].weights_fingerprint != after[2].weights_fingerprint
-    assert synced.parent_fingerprint == stepwise.parent_fingerprint
-    assert synced.weights_fingerprint == stepwise.weights_fingerprint

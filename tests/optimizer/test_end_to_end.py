@@ -212,3 +212,29 @@ def test_a_low_rank_run_is_reproduced_across_fleets_by_a_resume_and_by_export(tm
     full_rank = _overrides(tiny_model_dir, **{"eval_every": 0, "iterations": 1})
     _, full = _train(tmp_path / "full", full_rank)
     assert full.fingerprint != two_servers.metrics()[0].fingerprint  # the same seeds at full rank move elsewhere
+
+
+def test_batched_low_rank_members_give_the_same_run_on_one_two_and_three_servers(tmp_path, tiny_model_dir):
+    batched = {
+        "eval_every": 0,
+        "iterations": 2,
+        "es.population": 8,
+        "es.perturbation": "lowrank",
+        "es.rank": 1,
+        "fleet.members_per_batch": 4,
+    }
+    runs = {}
+    for servers in (1, 2, 3):
+        run, result = _train(
+            tmp_path / f"on-{servers}", _overrides(tiny_model_dir, **batched, **{"fleet.local": servers})
+        )
+        runs[servers] = (run.updates_path.read_text(), result.fingerprint)
+        assert all(r.members_ok == 8 and r.members_failed == 0 for r in result.metrics)
+        assert all(r.phase_seconds["perturb"] == 0.0 for r in result.metrics)  # generated together: never written
+    assert runs[1] == runs[2] == runs[3]
+    assert main(["export", str(tmp_path / "on-2"), "--out", str(tmp_path / "exported")]) == 0
+    assert json.loads((tmp_path / "exported" / "seedcast_export.json").read_text())["matches_servers"] is True
+
+    # One at a time, the same members are written into the weights: the perturb phase takes time.
+    _, serial = _train(tmp_path / "serial", _overrides(tiny_model_dir, **{**batched, "fleet.members_per_batch": 1}))
+    assert all(r.phase_seconds["perturb"] > 0.0 for r in serial.metrics)
