@@ -77,7 +77,32 @@ def table(report: dict) -> str:
             f"| {shape} | | plain inference | | | | 1 | {plain['tokens_per_second']:.0f} | "
             f"{_gib(plain['peak_bytes'])} | 1 | |"
         )
+    lines += _population_lines(report.get("population") or {})
     return "\n".join(lines) + "\n"
+
+
+def _population_lines(population: dict) -> list[str]:
+    """One ES iteration per shape: full rank one member at a time, low-rank groups, and the plain-batch limit."""
+    if not population:
+        return []
+    lines = [
+        "",
+        "| model | mode | G | iteration | tokens/s | ÷ full rank one at a time | ÷ the limit at its G | peak memory "
+        "| ÷ full rank's peak |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    names = {"full": "full rank, one at a time", "batched": "low rank 1, batched", "plain": "plain batched (limit)"}
+    for shape, result in population.items():
+        if "rows" not in result:
+            lines.append(f"| {shape} | failed: {result.get('error')} ||||||||")
+            continue
+        for row in result["rows"]:
+            lines.append(
+                f"| {shape} | {names[row['mode']]} | {row['group']} | {_seconds(row['seconds'])} | "
+                f"{row['tokens_per_second']:.0f} | {_ratio(row['over_full'])} | {_ratio(row.get('over_limit'))} | "
+                f"{_gib(row['peak_bytes'])} | {_ratio(row.get('peak_over_full'))} |"
+            )
+    return lines
 
 
 def write_report(report: dict, out: Path) -> str:

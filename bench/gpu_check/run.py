@@ -13,6 +13,9 @@ Writes OUT/report.json and OUT/report.md (default OUT: gpu-check-report/) and pr
    an ES server ÷ plain inference;
 3. a two-server local run on the device (2 iterations, population 4) through real gRPC, whose servers
    agree on every fingerprint and whose export on the device reproduces the last.
+4. per model shape, one ES iteration (population 32, 32 prompts) with full-rank members one at a time, low-rank
+   members generated together in groups of 8 and 32, and plain batched generation of the same sequences:
+   tokens/s and peak device memory of each (bench/population_batching.py; docs/low-rank.md).
 
 Each part that fails is recorded with its error and the others still run; the exit code is 1 if any did.
 """
@@ -45,8 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="per member (default: 128, dry run 8)")
     parser.add_argument(
         "--parts",
-        default="tests,speed,fleet",
-        help="which parts to run (default: tests,speed,fleet), e.g. to rerun one",
+        default="tests,speed,fleet,population",
+        help="which parts to run (default: tests,speed,fleet,population), e.g. to rerun one",
     )
     return parser.parse_args(argv)
 
@@ -117,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from fleet_run import two_server_run
     from model_shapes import build_model
+    from population import measure_population
     from report_table import write_report
     from speed import measure_shape
 
@@ -150,10 +154,23 @@ def main(argv: list[str] | None = None) -> int:
 
     if "fleet" in parts:
         run_part(report, "fleet_run", fleet)
+    report["population"] = {}
+    for shape in shapes if "population" in parts else []:
+
+        def batching(shape: str = shape) -> dict:
+            folder = build_model(shape, models / shape, device=str(device))
+            return measure_population(str(folder), device, min(tokens, 64), dry)
+
+        run_part(report["population"], shape, batching)
     report["seconds"] = time.perf_counter() - started
     report["ok"] = all(
         part.get("ok", True)
-        for part in [report.get("tests", {}), report.get("fleet_run", {}), *report["shapes"].values()]
+        for part in [
+            report.get("tests", {}),
+            report.get("fleet_run", {}),
+            *report["shapes"].values(),
+            *report["population"].values(),
+        ]
     )
     table = write_report(report, out)
     print(table)

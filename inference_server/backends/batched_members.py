@@ -105,16 +105,17 @@ class LowRankBatch:
         return tensor.reshape(len(self.members), -1, tensor.shape[-1])
 
     def _linear_hook(self, module: nn.Linear, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
-        x = self._by_member(inputs[0])
-        correction = torch.zeros_like(self._by_member(output))
+        output = output.contiguous()  # (a no-op for F.linear's output) so the view below shares its storage
+        by_member = self._by_member(output)  # a view: the corrections are added in place
         weight_name = self.names.get(id(module.weight))
         if weight_name is not None:
             a, b = self._low_rank_factors(weight_name)
-            correction += torch.bmm(torch.bmm(x, b) * self._low_scale, a.transpose(1, 2))
+            thin = torch.bmm(self._by_member(inputs[0]), b).mul_(self._low_scale)  # G × L × r
+            by_member.baddbmm_(thin, a.transpose(1, 2))
         bias_name = self.names.get(id(module.bias)) if module.bias is not None else None
         if bias_name is not None:
-            correction += self._full_noise(bias_name, module.bias.shape).unsqueeze(1)
-        return output + correction.view(output.shape)
+            by_member.add_(self._full_noise(bias_name, module.bias.shape).unsqueeze(1))
+        return output
 
     def _embedding_hook(self, module: nn.Embedding, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
         name = self.names.get(id(module.weight))
