@@ -309,3 +309,29 @@ def test_momentum_updates_match_the_hf_backend_and_the_replay(vllm_model_dir):
     for terms in (UPDATE, [(13, 0.03)], [(14, -0.02), (11, 0.01)]):
         plain.apply_update(terms)
     assert plain.fingerprint() != hf.fingerprint()  # so the equality above is about the velocity
+
+
+def test_a_low_rank_member_and_step_match_the_hf_backend(vllm_model_dir):
+    """Low-rank noise is drawn per HF tensor (each piece of a fused qkv or gate_up its own A·Bᵀ), as on hf."""
+    from seedcast.inference_server.backends.hf import HFBackend
+
+    engine = _engine(vllm_model_dir)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
+    for backend in (engine, hf):
+        backend.apply_update(UPDATE, rank=2)
+    assert engine.fingerprint() == hf.fingerprint() != _engine(vllm_model_dir).fingerprint()
+    assert not engine.info().batches_members  # vLLM serves low-rank members one at a time (docs/low-rank.md)
+    base = greedy_logprobs(engine)
+    for backend in (engine, hf):
+        backend.perturb(31, 0.05, 1, rank=2)
+    try:
+        perturbed = greedy_logprobs(engine)
+        assert perturbed != base
+        for prompt, steps in zip(PROMPTS, perturbed, strict=True):
+            hf_logprobs = _hf_logprobs(hf, prompt, [token for token, _ in steps])
+            for (_, vllm_logprob), hf_logprob in zip(steps, hf_logprobs, strict=True):
+                assert vllm_logprob == pytest.approx(hf_logprob, abs=0.05)
+    finally:
+        engine.restore()
+        hf.restore()
+    assert greedy_logprobs(engine) == base
