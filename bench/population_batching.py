@@ -124,6 +124,7 @@ def main() -> None:
     for round_index in range(args.rounds):
         for mode in _modes(args):
             elapsed, count = run_mode(backend, *mode, args, prompts)
+            print(f"#   {_label(*mode, args.rank)}: {elapsed:.1f} s, {count} tokens", file=sys.stderr, flush=True)
             seconds[mode].append(elapsed)
             tokens[mode] = count
         print(f"# round {round_index + 1}/{args.rounds} done", file=sys.stderr)

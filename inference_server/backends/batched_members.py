@@ -7,7 +7,8 @@ trained parameter, for its rows only, without materialising any member's weights
     Linear (weight W, m×n, low rank):  y += sign·σ/√r · A_i (B_iᵀ x)        two thin batched matmuls
     Linear bias b (1-D, full noise):   y += sign·σ · ε_i(b)
     Embedding (vocab×d, low rank):     y += sign·σ/√r · A_i[token] B_iᵀ     a row gather, one thin matmul
-    RMSNorm scale w (1-D, full noise): y += sign·σ · ε_i(w) ⊙ x̂            x̂ the normalised input
+    RMSNorm scale w (1-D, full noise): y += sign·σ · ε_i(w) ⊙ x̂ = (sign·σ·ε_i(w) / w) ⊙ y   (x̂ recomputed
+                                       from the input where some w is 0)
 
 So y = (W + sign·σ·E_i) x for every sequence of member i, up to rounding, with A_i, B_i and ε_i the exact
 values the member's materialised perturbation uses (noise/lowrank.py). A tied LM head is the embedding's
@@ -80,15 +81,17 @@ class LowRankBatch:
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._factors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # name → (A: G×m×r, B: G×n×r)
         self._full: dict[str, torch.Tensor] = {}  # name → sign·σ·ε per member (G × numel) for 1-D tensors
+        self._over_weight: dict[str, torch.Tensor | None] = {}  # name → sign·σ·ε / w per member (RMSNorm scales)
         signs = torch.tensor([float(m.sign) * m.sigma for m in members], dtype=torch.float32, device=self.device)
-        self._low_scale = (signs / math.sqrt(self.rank)).to(self.dtype).view(-1, 1, 1)
+        self._low_scale = (signs / math.sqrt(self.rank)).view(-1, 1, 1)
         self._full_scale = signs.view(-1, 1)
 
     # ----- the members' noise, drawn once per batch ---------------------------------------------
     def _low_rank_factors(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sign·σ/√r · A, B) stacked over the members: the scale folded into A once, not into every token."""
         if name not in self._factors:
             pairs = [self.source.factors(m.seed, name, self.device) for m in self.members]
-            a = torch.stack([pair[0] for pair in pairs]).to(self.dtype)
+            a = (torch.stack([pair[0] for pair in pairs]) * self._low_scale).to(self.dtype)
             b = torch.stack([pair[1] for pair in pairs]).to(self.dtype)
             self._factors[name] = (a, b)
         return self._factors[name]
@@ -110,8 +113,8 @@ class LowRankBatch:
         weight_name = self.names.get(id(module.weight))
         if weight_name is not None:
             a, b = self._low_rank_factors(weight_name)
-            thin = torch.bmm(self._by_member(inputs[0]), b).mul_(self._low_scale)  # G × L × r
-            by_member.baddbmm_(thin, a.transpose(1, 2))
+            thin = torch.bmm(self._by_member(inputs[0]), b)  # G × L × r
+            by_member.baddbmm_(thin, a.transpose(1, 2))  # a carries sign·σ/√r
         bias_name = self.names.get(id(module.bias)) if module.bias is not None else None
         if bias_name is not None:
             by_member.add_(self._full_noise(bias_name, module.bias.shape).unsqueeze(1))
@@ -123,14 +126,22 @@ class LowRankBatch:
             return output
         a, b = self._low_rank_factors(name)
         ids = inputs[0].reshape(len(self.members), -1)
-        rows = torch.gather(a, 1, ids.unsqueeze(-1).expand(-1, -1, a.shape[-1]))  # A_i[token]: G × L × r
-        correction = torch.bmm(rows * self._low_scale, b.transpose(1, 2))
+        rows = torch.gather(a, 1, ids.unsqueeze(-1).expand(-1, -1, a.shape[-1]))  # sign·σ/√r · A_i[token]: G × L × r
+        correction = torch.bmm(rows, b.transpose(1, 2))
         return output + correction.view(output.shape)
 
     def _rms_norm_hook(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
         name = self.names.get(id(module.weight))
         if name is None:
             return output
+        if name not in self._over_weight:  # y = w ⊙ x̂, so σε ⊙ x̂ = (σε / w) ⊙ y wherever no w is 0
+            weight = module.weight.to(torch.float32)
+            noise = self._full_noise(name, module.weight.shape).to(torch.float32)
+            self._over_weight[name] = None if bool((weight == 0).any()) else (noise / weight).to(self.dtype)
+        over_weight = self._over_weight[name]
+        if over_weight is not None:
+            correction = self._by_member(output) * over_weight.unsqueeze(1)
+            return output + correction.view(output.shape)
         hidden = inputs[0].to(torch.float32)
         normalised = (hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + module.variance_epsilon)).to(
             inputs[0].dtype
@@ -155,3 +166,4 @@ class LowRankBatch:
         self._handles.clear()
         self._factors.clear()
         self._full.clear()
+        self._over_weight.clear()

@@ -28,7 +28,18 @@ def _encoded(backend, repeat: int = 1):
 
 
 def test_a_batched_members_logits_equal_those_of_its_materialised_weights(float32_backend):
-    backend = float32_backend
+    _assert_batched_logits_equal_materialised(float32_backend)
+
+
+def test_a_norm_scale_with_a_zero_entry_is_perturbed_from_the_normalised_input(tiny_model_dir):
+    backend = HFBackend(tiny_model_dir, device="cpu", dtype="float32", threads=2, noise="table")
+    norm = next(name for name in backend.master if name.endswith("norm.weight"))
+    backend.master[norm][0] = 0.0  # y = w ⊙ x̂ says nothing about x̂ there: the hook recomputes it
+    backend.apply_update([])  # the inference weights follow the master at their next read
+    _assert_batched_logits_equal_materialised(backend)
+
+
+def _assert_batched_logits_equal_materialised(backend) -> None:
     backend.sync_weights()
     with torch.inference_mode(), LowRankBatch(backend.model, backend.params, backend.noise, MEMBERS, len(PROMPTS)):
         batched = backend.model(**_encoded(backend, len(MEMBERS))).logits
