@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from seedcast.inference_server.noise.source import NoiseSource
+from seedcast.inference_server.noise.source import NoiseSource, noise_from_chunks
 
 CHUNK_ENTRIES = 1 << 18  # entries per row block: 1 MiB of float32 noise at a time
 FACTOR_SUFFIXES = (":lowrank-a", ":lowrank-b")
@@ -84,11 +84,7 @@ class LowRankNoise:
         self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
     ) -> torch.Tensor:
         """The whole noise tensor of `shape`, assembled from its chunks (the same bits)."""
-        out = torch.empty(shape, dtype=torch.float32, device=device)
-        flat = out.view(-1)
-        for start, end, noise in self.chunks(seed, name, flat.numel(), device):
-            flat[start:end].copy_(noise)
-        return out
+        return noise_from_chunks(self, seed, name, shape, device)
 
 
 def noise_of_rank(base: NoiseSource, rank: int, shapes: Mapping[str, torch.Tensor]) -> NoiseSource:

@@ -33,3 +33,16 @@ class NoiseSource(Protocol):
         self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
     ) -> torch.Tensor:
         """The whole noise tensor (a fresh float32 tensor of `shape`)."""
+
+
+def noise_from_chunks(
+    source: NoiseSource, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """The whole noise tensor of `shape` assembled from `source.chunks`: the same bits every consumer reads."""
+    import torch
+
+    out = torch.empty(shape, dtype=torch.float32, device=device)
+    flat = out.view(-1)
+    for start, end, noise in source.chunks(seed, name, flat.numel(), device):
+        flat[start:end].copy_(noise)
+    return out

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import torch
 
+from seedcast.inference_server.noise.source import noise_from_chunks
 from seedcast.proto.seeds import tensor_seed
 
 TABLE_ENTRIES = 1 << 24
@@ -74,11 +75,7 @@ class NoiseTable:
         self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"
     ) -> torch.Tensor:
         """The whole noise tensor, assembled from its chunks."""
-        out = torch.empty(shape, dtype=torch.float32, device=device)
-        flat = out.view(-1)
-        for start, end, noise in self.chunks(seed, name, flat.numel(), device):
-            flat[start:end].copy_(noise)
-        return out
+        return noise_from_chunks(self, seed, name, shape, device)
 
 
 _SHARED = NoiseTable()
