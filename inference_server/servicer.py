@@ -58,6 +58,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         # The fingerprint before the latest step ("" at step 0, or after a Sync refused partway): a resumed
         # optimizer whose log lacks the fingerprint after its last step checks the servers that hold it by this.
         self.parent_fingerprint = ""
+        self.batches_members = backend.info().batches_members  # a backend's capability, fixed once it has loaded
         self._lock = asyncio.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seedcast-backend")
         self._evaluators: dict[str, Evaluator] = {}
@@ -126,7 +127,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 checked = [(task, check_task(task, batch, self.step, self.limits)) for task in tasks]
                 together = request.HasField("tasks") and request.tasks.batched
                 if together:
-                    check_batched(tasks, self.backend.info().batches_members)
+                    check_batched(tasks, self.batches_members)
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
             if together:
