@@ -6,6 +6,7 @@ cancelled call — can leave perturbed weights behind. Scoring needs only text, 
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -58,14 +59,15 @@ def evaluate_member(
     sampling: Sampling,
     stochastic_rounding: bool = False,
     rank: int = 0,
+    stop: threading.Event | None = None,
 ) -> MemberOutcome:
     """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts; weights are restored
-    whatever happens."""
+    whatever happens, also when `stop` ends the generation early (GenerationStopped)."""
     started = time.perf_counter()
     try:
         backend.perturb(seed, sigma, sign, stochastic_rounding, rank)
         perturbed = time.perf_counter()
-        completions = backend.generate(prompts, sampling, system_prompt)
+        completions = backend.generate(prompts, sampling, system_prompt, stop=stop)
         generated = time.perf_counter()
     finally:
         backend.restore()
@@ -92,12 +94,13 @@ def evaluate_members_batched(
     members: list[BatchMember],
     sampling_seeds: list[int],
     sampling: Sampling,
+    stop: threading.Event | None = None,
 ) -> list[MemberOutcome]:
     """Evaluate low-rank members together in one batched generation (backends/batched_members.py). The weights
     are never perturbed, so there is nothing to restore; each member is charged an equal share of the
     generation's seconds and its own scoring."""
     started = time.perf_counter()
-    answers = backend.generate_members(members, sampling_seeds, prompts, sampling, system_prompt)
+    answers = backend.generate_members(members, sampling_seeds, prompts, sampling, system_prompt, stop=stop)
     generate_share = (time.perf_counter() - started) / len(members)
     outcomes = []
     for completions in answers:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import grpc
-import numpy
 from prometheus_client import CollectorRegistry
 
 from seedcast.evaluators.base import Evaluator
 from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.backends.base import Backend, BatchMember
 from seedcast.inference_server.member import evaluate_member, evaluate_members_batched, score_completions
+from seedcast.inference_server.member_answers import member_failure, member_result
 from seedcast.inference_server.metrics import ServerMetrics
 from seedcast.inference_server.validation import (
     Limits,
@@ -34,8 +35,6 @@ from seedcast.inference_server.validation import (
 )
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
-from seedcast.proto.reward_bytes import encode_rewards
-from seedcast.proto.scorable import mean_of_scorable, scorable
 from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
 
 log = logging.getLogger("seedcast.server")
@@ -71,9 +70,21 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 f"this server's weights are inconsistent ({self.broken}); restart it",
             )
 
-    async def _run(self, function, *args: Any, **kwargs: Any) -> Any:
-        async with self._lock:
-            return await asyncio.get_running_loop().run_in_executor(self._worker, partial(function, *args, **kwargs))
+    async def _on_worker(self, function, /, *args: Any, **kwargs: Any) -> Any:
+        """`function(*args, stop=..., **kwargs)` on the backend worker; the caller holds the lock. When the RPC is
+        cancelled meanwhile (its client went away or its deadline passed), `stop` ends the generation at its next
+        decoding step, and the cancellation goes on only once the worker is free: the lock is never released
+        while the worker still runs, and no cheap cancelled request holds the server for a whole generation."""
+        stop = threading.Event()
+        work = asyncio.get_running_loop().run_in_executor(self._worker, partial(function, *args, stop=stop, **kwargs))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait([work])
+            if not work.cancelled():
+                work.exception()  # GenerationStopped, expected: retrieved so asyncio does not report it
+            raise
 
     def _evaluator(self, spec: str) -> Evaluator:
         if not self.limits.evaluator_allowed(spec):
@@ -148,35 +159,24 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             async with self._lock:
                 if any(task.expected_step != self.step for task in tasks):
                     raise RuntimeError(f"the server moved to step {self.step} while the members waited")
-                outcomes = await asyncio.get_running_loop().run_in_executor(
-                    self._worker,
-                    partial(
-                        evaluate_members_batched,
-                        self.backend,
-                        evaluator,
-                        prompts=[p.prompt for p in batch.problems],
-                        references=[p.reference for p in batch.problems],
-                        system_prompt=batch.system_prompt,
-                        members=members,
-                        sampling_seeds=[t.sampling.seed for t in tasks],
-                        sampling=checked[0][1],
-                    ),
+                outcomes = await self._on_worker(
+                    evaluate_members_batched,
+                    self.backend,
+                    evaluator,
+                    prompts=[p.prompt for p in batch.problems],
+                    references=[p.reference for p in batch.problems],
+                    system_prompt=batch.system_prompt,
+                    members=members,
+                    sampling_seeds=[t.sampling.seed for t in tasks],
+                    sampling=checked[0][1],
                 )
         except Exception as error:  # generation or scoring failed: every member of the batch failed
             log.warning("%d batched members of iteration %d failed: %s", len(tasks), tasks[0].iteration, error)
             self.metrics.members_failed.inc(len(tasks))
-            return [self._failure(task, error) for task in tasks]
+            return [member_failure(task, error) for task in tasks]
         for outcome in outcomes:
             self._record(outcome)
-        return [self._result(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)]
-
-    @staticmethod
-    def _failure(task, error: Exception) -> pb.EvaluateResponse:
-        return pb.EvaluateResponse(
-            failure=pb.MemberFailure(
-                iteration=task.iteration, member=task.member, error=f"{type(error).__name__}: {error}"
-            )
-        )
+        return [member_result(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)]
 
     async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
         problems = batch.problems[shard_slice(task, len(batch.problems))]
@@ -187,47 +187,26 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                 # Checked again under the lock: an update may have run while this member waited.
                 if task.expected_step != self.step:
                     raise RuntimeError(f"the server moved to step {self.step} while the member waited")
-                outcome = await asyncio.get_running_loop().run_in_executor(
-                    self._worker,
-                    partial(
-                        evaluate_member,
-                        self.backend,
-                        evaluator,
-                        prompts=prompts,
-                        references=references,
-                        system_prompt=batch.system_prompt,
-                        seed=task.seed,
-                        sigma=task.sigma,
-                        sign=task.sign,
-                        sampling=sampling,
-                        stochastic_rounding=task.stochastic_rounding,
-                        rank=task.rank,
-                    ),
+                outcome = await self._on_worker(
+                    evaluate_member,
+                    self.backend,
+                    evaluator,
+                    prompts=prompts,
+                    references=references,
+                    system_prompt=batch.system_prompt,
+                    seed=task.seed,
+                    sigma=task.sigma,
+                    sign=task.sign,
+                    sampling=sampling,
+                    stochastic_rounding=task.stochastic_rounding,
+                    rank=task.rank,
                 )
             self._record(outcome)
         except Exception as error:  # an evaluator or generation error fails this member only
             log.warning("member %d of iteration %d failed: %s", task.member, task.iteration, error)
             self.metrics.members_failed.inc()
-            return self._failure(task, error)
-        return self._result(task, outcome)
-
-    @staticmethod
-    def _result(task, outcome) -> pb.EvaluateResponse:
-        scored = scorable(float(numpy.float32(r)) for r in outcome.rewards)  # the float32 values the wire carries
-        result = pb.MemberResult(
-            iteration=task.iteration,
-            member=task.member,
-            reward_mean=mean_of_scorable(scored),
-            prompts_scored=len(scored),
-            total_completion_tokens=sum(outcome.completion_tokens),
-            timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}),
-        )
-        if not task.summary_only:
-            result.rewards.extend(outcome.rewards)
-            result.completion_tokens.extend(outcome.completion_tokens)
-        if task.per_prompt_q8:
-            result.prompt_rewards_q8 = encode_rewards(outcome.rewards)
-        return pb.EvaluateResponse(result=result)
+            return member_failure(task, error)
+        return member_result(task, outcome)
 
     def _record(self, outcome) -> None:
         metrics = self.metrics
@@ -353,9 +332,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         except RequestError as error:
             await self._refuse(context, "Sample", error)
         prompts = [p.prompt for p in request.problems]
-        completions = await self._run(
-            self.backend.generate, prompts, sampling, request.system_prompt, request.return_entropy
-        )
+        async with self._lock:
+            completions = await self._on_worker(
+                self.backend.generate, prompts, sampling, request.system_prompt, request.return_entropy
+            )
         self.metrics.samples_served.inc(sum(len(group) for group in completions))
         self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:

@@ -6,6 +6,7 @@ and share one contract test (tests/inference_server/backends/test_contract.py).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -33,6 +34,17 @@ class Completion:
     tokens: int
     truncated: bool
     mean_entropy: float | None = None  # nats, full next-token distribution at T=1; only when asked for
+
+
+class GenerationStopped(RuntimeError):
+    """Generation was stopped early because its caller went away (a cancelled or timed-out RPC); nothing it
+    generated is returned."""
+
+
+def raise_if_stopped(stop: threading.Event | None) -> None:
+    """Raise GenerationStopped when `stop` is set: backends call it between chunks and after a generate call."""
+    if stop is not None and stop.is_set():
+        raise GenerationStopped("the caller went away; generation stopped early")
 
 
 @dataclass(frozen=True)
@@ -99,10 +111,16 @@ class Backend(Protocol):
         when next read."""
 
     def generate(
-        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+        with_entropy: bool = False,
+        stop: threading.Event | None = None,
     ) -> list[list[Completion]]:
         """For each user prompt, `sampling.samples_per_prompt` completions (chat template applied);
-        with `with_entropy`, each completion's mean token entropy too."""
+        with `with_entropy`, each completion's mean token entropy too. Once `stop` is set, generation ends
+        within about one decoding step and GenerationStopped is raised, so a cancelled call frees the worker."""
 
     def fingerprint(self) -> str:
         """Fingerprint of the float32 master weights (see noise.weights_fingerprint)."""

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Mapping
 
 import torch
-from transformers import LogitsProcessorList
+from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from seedcast.inference_server.backends.base import BatchMember, Completion, Sampling
+from seedcast.inference_server.backends.base import BatchMember, Completion, Sampling, raise_if_stopped
 from seedcast.inference_server.backends.batched_members import LowRankBatch, batchable_problem
 from seedcast.inference_server.backends.devices import pair_cache_by_default, resolve_device, resolve_dtype
 from seedcast.inference_server.backends.entropy import GenerationEntropy
@@ -38,6 +39,16 @@ from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
 from seedcast.inference_server.noise.lowrank import noise_of_rank
 
 log = logging.getLogger("seedcast.server")
+
+
+class StopWhenSet(StoppingCriteria):
+    """Ends every sequence of a `generate` call at the next decoding step once `stop` is set."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.stop.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 class HFBackend(PerturbableBackend):
@@ -146,15 +157,22 @@ class HFBackend(PerturbableBackend):
 
     # ----- generation ----------------------------------------------------------------------
     def generate(
-        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+        with_entropy: bool = False,
+        stop: threading.Event | None = None,
     ) -> list[list[Completion]]:
-        """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows."""
+        """`samples_per_prompt` completions per prompt, in as few `generate` calls as max_batch allows; ends
+        early with GenerationStopped once `stop` is set."""
         self.sync_weights()
         texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(sampling.samples_per_prompt)]
         torch.manual_seed(sampling.seed)
         completions: list[Completion] = []
         for start in range(0, len(texts), self.max_batch):
-            completions.extend(self._generate_chunk(texts[start : start + self.max_batch], sampling, with_entropy))
+            chunk = texts[start : start + self.max_batch]
+            completions.extend(self._generate_chunk(chunk, sampling, with_entropy, stop=stop))
         n = sampling.samples_per_prompt
         return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
 
@@ -165,10 +183,12 @@ class HFBackend(PerturbableBackend):
         prompts: list[str],
         sampling: Sampling,
         system_prompt: str = "",
+        stop: threading.Event | None = None,
     ) -> list[list[list[Completion]]]:
         """Per member, per prompt, `samples_per_prompt` completions, the low-rank members generated together
         (batched_members.py): sequences member-major, as many whole members per `generate` call as max_batch
-        holds. Member i samples with its own generator, seeded `sampling_seeds[i]` (member_sampling.py)."""
+        holds. Member i samples with its own generator, seeded `sampling_seeds[i]` (member_sampling.py). Ends early
+        with GenerationStopped once `stop` is set."""
         if self._batching_problem is not None:
             raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
         if self.perturbed:
@@ -185,15 +205,21 @@ class HFBackend(PerturbableBackend):
                 seeds = sampling_seeds[first : first + per_call]
                 sampler = PerMemberSampler(seeds, len(texts), sampling.temperature, sampling.top_p, self.device)
             with LowRankBatch(self.model, self.params, self.noise, group, rows_per_member=len(texts)):
-                completions = self._generate_chunk(texts * len(group), sampling, sampler=sampler)
+                completions = self._generate_chunk(texts * len(group), sampling, sampler=sampler, stop=stop)
             for index in range(len(group)):
                 own = completions[index * len(texts) : (index + 1) * len(texts)]
                 answers.append([own[i * n : (i + 1) * n] for i in range(len(prompts))])
         return answers
 
     def _generate_chunk(
-        self, texts: list[str], sampling: Sampling, with_entropy: bool = False, sampler: PerMemberSampler | None = None
+        self,
+        texts: list[str],
+        sampling: Sampling,
+        with_entropy: bool = False,
+        sampler: PerMemberSampler | None = None,
+        stop: threading.Event | None = None,
     ) -> list[Completion]:
+        raise_if_stopped(stop)
         encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = sampling.temperature <= 0 or sampler is not None  # a sampler leaves one token for greedy to pick
         entropy = GenerationEntropy(self.model)
@@ -208,7 +234,9 @@ class HFBackend(PerturbableBackend):
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
                 logits_processor=LogitsProcessorList([sampler]) if sampler is not None else None,
+                stopping_criteria=StoppingCriteriaList([StopWhenSet(stop)]) if stop is not None else None,
             )
+        raise_if_stopped(stop)  # what was generated before the stop is dropped, never scored
         prompt_length = encoded["input_ids"].shape[1]
         eos = self.tokenizer.eos_token_id
         rows = output[:, prompt_length:].tolist()

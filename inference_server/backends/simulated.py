@@ -7,12 +7,13 @@ the backend registry: `seedcast serve` never runs it; tests and `bench/` constru
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 
 import torch
 
-from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling
+from seedcast.inference_server.backends.base import BackendInfo, Completion, Sampling, raise_if_stopped
 from seedcast.inference_server.noise.apply import apply_rule, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE
@@ -53,10 +54,20 @@ class SimulatedLatencyTestBackend:
         apply_rule(self.master, terms, rule, params or {}, self.velocity, self.noise, threads=1, rank=rank)
 
     def generate(
-        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+        with_entropy: bool = False,
+        stop: threading.Event | None = None,
     ) -> list[list[Completion]]:
+        """After the latency (cut short, with GenerationStopped, once `stop` is set), the active seed's digits."""
         share = len(prompts) / self.latency_prompts if self.latency_prompts else 1.0
-        time.sleep(self.latency_seconds * share)
+        if stop is None:
+            time.sleep(self.latency_seconds * share)
+        else:
+            stop.wait(self.latency_seconds * share)
+        raise_if_stopped(stop)
         text = str(abs(self.active_seed or 0) % 97)
         completion = Completion(text=text, tokens=1, truncated=False, mean_entropy=0.0 if with_entropy else None)
         return [[completion] * sampling.samples_per_prompt for _ in prompts]

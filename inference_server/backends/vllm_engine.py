@@ -24,12 +24,13 @@ exposes only top-k log-probabilities, so such requests are refused; run evaluati
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from seedcast.inference_server.backends.base import Completion, Sampling
+from seedcast.inference_server.backends.base import Completion, GenerationStopped, Sampling
 from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.backends.devices import resolve_dtype
 from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
@@ -157,10 +158,31 @@ class VLLMBackend(PerturbableBackend):
         return self.llm.collective_rpc("seedcast_engine_weights")[0]
 
     # ----- generation ----------------------------------------------------------------------
+    def _run_requests(self, requests: list[dict], params: list[Any], stop: threading.Event | None) -> list[Any]:
+        """What `LLM.generate` does (enqueue, then step the engine until every request finished), with a look
+        at `stop` before each step: a cancelled call aborts its requests instead of holding the engine."""
+        internal_ids = self.llm.enqueue(requests, params, use_tqdm=False)
+        engine = self.llm.llm_engine
+        finished: list[Any] = []
+        while engine.has_unfinished_requests():
+            if stop is not None and stop.is_set():
+                engine.abort_request(internal_ids, internal=True)
+                while engine.has_unfinished_requests():  # let the engine settle the aborted requests
+                    engine.step()
+                raise GenerationStopped("the caller went away; generation stopped early")
+            finished.extend(output for output in engine.step() if output.finished)
+        return sorted(finished, key=lambda output: int(output.request_id))  # request ids count up, as vLLM's own
+
     def generate(
-        self, prompts: list[str], sampling: Sampling, system_prompt: str = "", with_entropy: bool = False
+        self,
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+        with_entropy: bool = False,
+        stop: threading.Event | None = None,
     ) -> list[list[Completion]]:
-        """`samples_per_prompt` completions per prompt, all prompts in one continuous-batching call."""
+        """`samples_per_prompt` completions per prompt, all prompts in one continuous-batching run; once `stop`
+        is set the requests are aborted at the next engine step and GenerationStopped is raised."""
         if with_entropy:
             raise NotImplementedError(
                 "the vllm backend cannot compute full-distribution token entropy; "
@@ -183,7 +205,7 @@ class VLLMBackend(PerturbableBackend):
                     skip_special_tokens=True,
                 )
             )
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        outputs = self._run_requests(requests, params, stop)
         return [
             [
                 Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")

@@ -335,3 +335,27 @@ def test_a_low_rank_member_and_step_match_the_hf_backend(vllm_model_dir):
         engine.restore()
         hf.restore()
     assert greedy_logprobs(engine) == base
+
+
+def test_a_stopped_generation_aborts_its_requests_and_the_engine_serves_the_next_call(engine, monkeypatch):
+    import threading
+
+    from seedcast.inference_server.backends.base import GenerationStopped
+
+    greedy = Sampling(temperature=0.0, max_new_tokens=6)
+    before = engine.generate(PROMPTS, greedy)
+    core, stop, steps = engine.llm.llm_engine, threading.Event(), [0]
+    step = core.step
+
+    def counted_step():
+        steps[0] += 1
+        if steps[0] == 2:  # a cancellation arrives while the batch decodes
+            stop.set()
+        return step()
+
+    monkeypatch.setattr(core, "step", counted_step)
+    with pytest.raises(GenerationStopped):
+        engine.generate(PROMPTS, Sampling(temperature=0.0, max_new_tokens=500), stop=stop)
+    assert steps[0] < 10 and not core.has_unfinished_requests()  # 500 tokens were allowed
+    monkeypatch.undo()
+    assert engine.generate(PROMPTS, greedy) == before
