@@ -60,6 +60,13 @@ def train(args: argparse.Namespace) -> int:
     )
     if rows:
         print(f"population reward: first iteration {rows[0].reward_mean:.3f} -> last {rows[-1].reward_mean:.3f}")
+    failed = sum(r.members_failed or 0 for r in result.metrics)
+    truncated = sum(r.truncated_answers or 0 for r in result.metrics)
+    if failed or truncated:
+        print(
+            f"{failed} members failed; {truncated} member answers stopped at sampling.max_new_tokens "
+            "(raise it if answers need more room); per iteration in metrics.jsonl"
+        )
     if len(evals) >= 2:
         print(
             f"eval reward (unperturbed, greedy): base {evals[0].eval_reward:.3f} -> final {evals[-1].eval_reward:.3f}"

@@ -25,6 +25,7 @@ class MemberOutcome:
     generate_seconds: float
     restore_seconds: float
     score_seconds: float
+    truncated: int = 0  # completions that stopped at max_new_tokens before ending
 
 
 def score_completions(
@@ -44,6 +45,10 @@ def score_completions(
         rewards.append(list(flat[start : start + len(group)]))
         start += len(group)
     return rewards
+
+
+def _truncated(completions: list[list[Completion]]) -> int:
+    return sum(completion.truncated for group in completions for completion in group)
 
 
 def evaluate_member(
@@ -81,6 +86,7 @@ def evaluate_member(
         generate_seconds=generated - perturbed,
         restore_seconds=restored - generated,
         score_seconds=scored - restored,
+        truncated=_truncated(completions),
     )
 
 
@@ -114,6 +120,7 @@ def evaluate_members_batched(
                 generate_seconds=generate_share,
                 restore_seconds=0.0,
                 score_seconds=time.perf_counter() - scoring,
+                truncated=_truncated(completions),
             )
         )
     return outcomes

@@ -28,6 +28,7 @@ def member_result(task: pb.MemberTask, outcome: MemberOutcome) -> pb.EvaluateRes
         reward_mean=mean_of_scorable(scored),
         prompts_scored=len(scored),
         total_completion_tokens=sum(outcome.completion_tokens),
+        truncated_answers=outcome.truncated,
         timings=pb.Timings(**{phase_field(phase): getattr(outcome, phase_field(phase)) for phase in MEMBER_PHASES}),
     )
     if not task.summary_only:

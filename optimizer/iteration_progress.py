@@ -38,6 +38,7 @@ class IterationProgress:
     def __call__(self, report: MemberReport) -> None:
         self.tokens += report.completion_tokens
         self.metrics.tokens.inc(report.completion_tokens)
+        self.metrics.truncated_answers.inc(report.truncated)
         (self.metrics.members_failed if report.error else self.metrics.members_evaluated).inc()
         if not math.isnan(report.fitness):
             self.fitness.append(report.fitness)

@@ -44,6 +44,7 @@ def summarize_iteration(
         members_dropped=dropped,
         servers_active=servers_active,
         completion_tokens=tokens,
+        truncated_answers=sum(r.truncated for r in reports.values()),
         tokens_per_second=tokens / seconds if seconds else 0.0,
         update_terms=len(step.terms),
         fingerprint=fingerprint,

@@ -55,6 +55,9 @@ class OptimizerMetrics:
             "servers_rejoined_total", "Servers readmitted after a Sync proved their weights."
         )
         self.tokens = counter("tokens_total", "Completion tokens reported by member results.")
+        self.truncated_answers = counter(
+            "truncated_answers_total", "Member answers that stopped at sampling.max_new_tokens before ending."
+        )
         self.fingerprint_mismatches = counter(
             "fingerprint_mismatches_total", "Times the servers disagreed on the weights fingerprint."
         )

@@ -34,6 +34,7 @@ class IterationRecord:
     servers_active: int | None = None
     completions: int | None = None
     completion_tokens: int | None = None
+    truncated_answers: int | None = None  # ES: answers of this iteration's members cut at max_new_tokens
     tokens_per_second: float | None = None
     update_terms: int | None = None
     peak_rss_bytes: int | None = None
@@ -86,6 +87,7 @@ class RunSummary:
     machine: dict[str, Any] | None = None  # optimizer.machine.machine_kind() where the run was timed
     members_failed: int | None = None  # ES: members that returned an error, over the run (this session)
     idle_iterations: int | None = None  # ES: iterations without an update (all failed, or all scored alike)
+    truncated_answers: int | None = None  # ES: member answers cut at max_new_tokens, over the run's iterations
 
     def to_json(self) -> dict[str, Any]:
         """The summary.json object."""

@@ -273,6 +273,7 @@ class Trainer:
                 machine=machine_kind(),
                 members_failed=self.guard.failed_members,
                 idle_iterations=self.guard.idle_iterations,
+                truncated_answers=sum(r.truncated_answers or 0 for r in rows),
             )
         )
 

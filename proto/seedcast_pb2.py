@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dseedcast/proto/seedcast.proto\x12\x0bseedcast.v1\"v\n\x0eSamplingParams\x12\x13\n\x0btemperature\x18\x01 \x01(\x02\x12\r\n\x05top_p\x18\x02 \x01(\x02\x12\x16\n\x0emax_new_tokens\x18\x03 \x01(\r\x12\x1a\n\x12samples_per_prompt\x18\x04 \x01(\r\x12\x0c\n\x04seed\x18\x05 \x01(\x04\",\n\x07Problem\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x11\n\treference\x18\x02 \x01(\t\"r\n\x0bPromptBatch\x12\x11\n\titeration\x18\x01 \x01(\x04\x12&\n\x08problems\x18\x02 \x03(\x0b\x32\x14.seedcast.v1.Problem\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x15\n\rsystem_prompt\x18\x04 \x01(\t\"\x97\x02\n\nMemberTask\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x0c\n\x04sign\x18\x04 \x01(\x11\x12\r\n\x05sigma\x18\x05 \x01(\x01\x12-\n\x08sampling\x18\x06 \x01(\x0b\x32\x1b.seedcast.v1.SamplingParams\x12\x15\n\rexpected_step\x18\x07 \x01(\x04\x12\x14\n\x0csummary_only\x18\x08 \x01(\x08\x12\x15\n\rper_prompt_q8\x18\t \x01(\x08\x12\x1b\n\x13stochastic_rounding\x18\n \x01(\x08\x12\r\n\x05shard\x18\x0b \x01(\r\x12\x0e\n\x06shards\x18\x0c \x01(\r\x12\x0c\n\x04rank\x18\r \x01(\r\"F\n\x0bMemberTasks\x12&\n\x05tasks\x18\x01 \x03(\x0b\x32\x17.seedcast.v1.MemberTask\x12\x0f\n\x07\x62\x61tched\x18\x02 \x01(\x08\"\x98\x01\n\x0f\x45valuateRequest\x12)\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x18.seedcast.v1.PromptBatchH\x00\x12\'\n\x04task\x18\x02 \x01(\x0b\x32\x17.seedcast.v1.MemberTaskH\x00\x12)\n\x05tasks\x18\x03 \x01(\x0b\x32\x18.seedcast.v1.MemberTasksH\x00\x42\x06\n\x04kind\"l\n\x07Timings\x12\x17\n\x0fperturb_seconds\x18\x01 \x01(\x01\x12\x18\n\x10generate_seconds\x18\x02 \x01(\x01\x12\x15\n\rscore_seconds\x18\x03 \x01(\x01\x12\x17\n\x0frestore_seconds\x18\x04 \x01(\x01\"\xed\x01\n\x0cMemberResult\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\x0f\n\x07rewards\x18\x03 \x03(\x02\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x03(\r\x12%\n\x07timings\x18\x05 \x01(\x0b\x32\x14.seedcast.v1.Timings\x12\x13\n\x0breward_mean\x18\x06 \x01(\x01\x12\x16\n\x0eprompts_scored\x18\x07 \x01(\r\x12\x1f\n\x17total_completion_tokens\x18\x08 \x01(\x04\x12\x19\n\x11prompt_rewards_q8\x18\t \x01(\x0c\"A\n\rMemberFailure\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xa7\x01\n\x10\x45valuateResponse\x12+\n\x06result\x18\x01 \x01(\x0b\x32\x19.seedcast.v1.MemberResultH\x00\x12-\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.seedcast.v1.MemberFailureH\x00\x12/\n\x05\x62\x61tch\x18\x03 \x01(\x0b\x32\x1e.seedcast.v1.EvaluateResponsesH\x00\x42\x06\n\x04kind\"E\n\x11\x45valuateResponses\x12\x30\n\tresponses\x18\x01 \x03(\x0b\x32\x1d.seedcast.v1.EvaluateResponse\".\n\x0fSeedCoefficient\x12\x0c\n\x04seed\x18\x01 \x01(\x04\x12\r\n\x05\x63oeff\x18\x02 \x01(\x01\"\xd9\x01\n\rUpdateRequest\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12+\n\x05terms\x18\x02 \x03(\x0b\x32\x1c.seedcast.v1.SeedCoefficient\x12\x0c\n\x04rule\x18\x05 \x01(\t\x12\x36\n\x06params\x18\x06 \x03(\x0b\x32&.seedcast.v1.UpdateRequest.ParamsEntry\x12\x0c\n\x04rank\x18\x07 \x01(\r\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05\"8\n\x0bUpdateReply\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x1b\n\x13weights_fingerprint\x18\x02 \x01(\t\"\x0e\n\x0cStateRequest\"\xcf\x01\n\x0bServerState\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x1b\n\x13weights_fingerprint\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\r\n\x05\x64type\x18\x06 \x01(\t\x12\x12\n\nparameters\x18\x07 \x01(\x04\x12\r\n\x05noise\x18\x08 \x01(\t\x12\x1a\n\x12parent_fingerprint\x18\t \x01(\t\x12\x17\n\x0f\x62\x61tches_members\x18\n \x01(\x08\"\xa8\x01\n\rSampleRequest\x12&\n\x08problems\x18\x01 \x03(\x0b\x32\x14.seedcast.v1.Problem\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12-\n\x08sampling\x18\x03 \x01(\x0b\x32\x1b.seedcast.v1.SamplingParams\x12\x15\n\rsystem_prompt\x18\x04 \x01(\t\x12\x16\n\x0ereturn_entropy\x18\x05 \x01(\x08\"\x80\x01\n\x0eProblemSamples\x12\x13\n\x0b\x63ompletions\x18\x01 \x03(\t\x12\x0f\n\x07rewards\x18\x02 \x03(\x02\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x03(\r\x12\x11\n\ttruncated\x18\x04 \x03(\x08\x12\x1a\n\x12mean_token_entropy\x18\x05 \x03(\x02\"J\n\x0bSampleReply\x12-\n\x08problems\x18\x01 \x03(\x0b\x32\x1b.seedcast.v1.ProblemSamples\x12\x0c\n\x04step\x18\x02 \x01(\x04\x32\xe4\x02\n\x0fInferenceServer\x12K\n\x08\x45valuate\x12\x1c.seedcast.v1.EvaluateRequest\x1a\x1d.seedcast.v1.EvaluateResponse(\x01\x30\x01\x12\x43\n\x0b\x41pplyUpdate\x12\x1a.seedcast.v1.UpdateRequest\x1a\x18.seedcast.v1.UpdateReply\x12>\n\x04Sync\x12\x1a.seedcast.v1.UpdateRequest\x1a\x18.seedcast.v1.UpdateReply(\x01\x12?\n\x08GetState\x12\x19.seedcast.v1.StateRequest\x1a\x18.seedcast.v1.ServerState\x12>\n\x06Sample\x12\x1a.seedcast.v1.SampleRequest\x1a\x18.seedcast.v1.SampleReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dseedcast/proto/seedcast.proto\x12\x0bseedcast.v1\"v\n\x0eSamplingParams\x12\x13\n\x0btemperature\x18\x01 \x01(\x02\x12\r\n\x05top_p\x18\x02 \x01(\x02\x12\x16\n\x0emax_new_tokens\x18\x03 \x01(\r\x12\x1a\n\x12samples_per_prompt\x18\x04 \x01(\r\x12\x0c\n\x04seed\x18\x05 \x01(\x04\",\n\x07Problem\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x11\n\treference\x18\x02 \x01(\t\"r\n\x0bPromptBatch\x12\x11\n\titeration\x18\x01 \x01(\x04\x12&\n\x08problems\x18\x02 \x03(\x0b\x32\x14.seedcast.v1.Problem\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x15\n\rsystem_prompt\x18\x04 \x01(\t\"\x97\x02\n\nMemberTask\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x0c\n\x04sign\x18\x04 \x01(\x11\x12\r\n\x05sigma\x18\x05 \x01(\x01\x12-\n\x08sampling\x18\x06 \x01(\x0b\x32\x1b.seedcast.v1.SamplingParams\x12\x15\n\rexpected_step\x18\x07 \x01(\x04\x12\x14\n\x0csummary_only\x18\x08 \x01(\x08\x12\x15\n\rper_prompt_q8\x18\t \x01(\x08\x12\x1b\n\x13stochastic_rounding\x18\n \x01(\x08\x12\r\n\x05shard\x18\x0b \x01(\r\x12\x0e\n\x06shards\x18\x0c \x01(\r\x12\x0c\n\x04rank\x18\r \x01(\r\"F\n\x0bMemberTasks\x12&\n\x05tasks\x18\x01 \x03(\x0b\x32\x17.seedcast.v1.MemberTask\x12\x0f\n\x07\x62\x61tched\x18\x02 \x01(\x08\"\x98\x01\n\x0f\x45valuateRequest\x12)\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x18.seedcast.v1.PromptBatchH\x00\x12\'\n\x04task\x18\x02 \x01(\x0b\x32\x17.seedcast.v1.MemberTaskH\x00\x12)\n\x05tasks\x18\x03 \x01(\x0b\x32\x18.seedcast.v1.MemberTasksH\x00\x42\x06\n\x04kind\"l\n\x07Timings\x12\x17\n\x0fperturb_seconds\x18\x01 \x01(\x01\x12\x18\n\x10generate_seconds\x18\x02 \x01(\x01\x12\x15\n\rscore_seconds\x18\x03 \x01(\x01\x12\x17\n\x0frestore_seconds\x18\x04 \x01(\x01\"\x88\x02\n\x0cMemberResult\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\x0f\n\x07rewards\x18\x03 \x03(\x02\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x03(\r\x12%\n\x07timings\x18\x05 \x01(\x0b\x32\x14.seedcast.v1.Timings\x12\x13\n\x0breward_mean\x18\x06 \x01(\x01\x12\x16\n\x0eprompts_scored\x18\x07 \x01(\r\x12\x1f\n\x17total_completion_tokens\x18\x08 \x01(\x04\x12\x19\n\x11prompt_rewards_q8\x18\t \x01(\x0c\x12\x19\n\x11truncated_answers\x18\n \x01(\r\"A\n\rMemberFailure\x12\x11\n\titeration\x18\x01 \x01(\x04\x12\x0e\n\x06member\x18\x02 \x01(\r\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xa7\x01\n\x10\x45valuateResponse\x12+\n\x06result\x18\x01 \x01(\x0b\x32\x19.seedcast.v1.MemberResultH\x00\x12-\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.seedcast.v1.MemberFailureH\x00\x12/\n\x05\x62\x61tch\x18\x03 \x01(\x0b\x32\x1e.seedcast.v1.EvaluateResponsesH\x00\x42\x06\n\x04kind\"E\n\x11\x45valuateResponses\x12\x30\n\tresponses\x18\x01 \x03(\x0b\x32\x1d.seedcast.v1.EvaluateResponse\".\n\x0fSeedCoefficient\x12\x0c\n\x04seed\x18\x01 \x01(\x04\x12\r\n\x05\x63oeff\x18\x02 \x01(\x01\"\xd9\x01\n\rUpdateRequest\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12+\n\x05terms\x18\x02 \x03(\x0b\x32\x1c.seedcast.v1.SeedCoefficient\x12\x0c\n\x04rule\x18\x05 \x01(\t\x12\x36\n\x06params\x18\x06 \x03(\x0b\x32&.seedcast.v1.UpdateRequest.ParamsEntry\x12\x0c\n\x04rank\x18\x07 \x01(\r\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01J\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05\"8\n\x0bUpdateReply\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x1b\n\x13weights_fingerprint\x18\x02 \x01(\t\"\x0e\n\x0cStateRequest\"\xcf\x01\n\x0bServerState\x12\x0c\n\x04step\x18\x01 \x01(\x04\x12\x1b\n\x13weights_fingerprint\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\t\x12\r\n\x05\x64type\x18\x06 \x01(\t\x12\x12\n\nparameters\x18\x07 \x01(\x04\x12\r\n\x05noise\x18\x08 \x01(\t\x12\x1a\n\x12parent_fingerprint\x18\t \x01(\t\x12\x17\n\x0f\x62\x61tches_members\x18\n \x01(\x08\"\xa8\x01\n\rSampleRequest\x12&\n\x08problems\x18\x01 \x03(\x0b\x32\x14.seedcast.v1.Problem\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12-\n\x08sampling\x18\x03 \x01(\x0b\x32\x1b.seedcast.v1.SamplingParams\x12\x15\n\rsystem_prompt\x18\x04 \x01(\t\x12\x16\n\x0ereturn_entropy\x18\x05 \x01(\x08\"\x80\x01\n\x0eProblemSamples\x12\x13\n\x0b\x63ompletions\x18\x01 \x03(\t\x12\x0f\n\x07rewards\x18\x02 \x03(\x02\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x03(\r\x12\x11\n\ttruncated\x18\x04 \x03(\x08\x12\x1a\n\x12mean_token_entropy\x18\x05 \x03(\x02\"J\n\x0bSampleReply\x12-\n\x08problems\x18\x01 \x03(\x0b\x32\x1b.seedcast.v1.ProblemSamples\x12\x0c\n\x04step\x18\x02 \x01(\x04\x32\xe4\x02\n\x0fInferenceServer\x12K\n\x08\x45valuate\x12\x1c.seedcast.v1.EvaluateRequest\x1a\x1d.seedcast.v1.EvaluateResponse(\x01\x30\x01\x12\x43\n\x0b\x41pplyUpdate\x12\x1a.seedcast.v1.UpdateRequest\x1a\x18.seedcast.v1.UpdateReply\x12>\n\x04Sync\x12\x1a.seedcast.v1.UpdateRequest\x1a\x18.seedcast.v1.UpdateReply(\x01\x12?\n\x08GetState\x12\x19.seedcast.v1.StateRequest\x1a\x18.seedcast.v1.ServerState\x12>\n\x06Sample\x12\x1a.seedcast.v1.SampleRequest\x1a\x18.seedcast.v1.SampleReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,31 +48,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TIMINGS']._serialized_start=837
   _globals['_TIMINGS']._serialized_end=945
   _globals['_MEMBERRESULT']._serialized_start=948
-  _globals['_MEMBERRESULT']._serialized_end=1185
-  _globals['_MEMBERFAILURE']._serialized_start=1187
-  _globals['_MEMBERFAILURE']._serialized_end=1252
-  _globals['_EVALUATERESPONSE']._serialized_start=1255
-  _globals['_EVALUATERESPONSE']._serialized_end=1422
-  _globals['_EVALUATERESPONSES']._serialized_start=1424
-  _globals['_EVALUATERESPONSES']._serialized_end=1493
-  _globals['_SEEDCOEFFICIENT']._serialized_start=1495
-  _globals['_SEEDCOEFFICIENT']._serialized_end=1541
-  _globals['_UPDATEREQUEST']._serialized_start=1544
-  _globals['_UPDATEREQUEST']._serialized_end=1761
-  _globals['_UPDATEREQUEST_PARAMSENTRY']._serialized_start=1704
-  _globals['_UPDATEREQUEST_PARAMSENTRY']._serialized_end=1749
-  _globals['_UPDATEREPLY']._serialized_start=1763
-  _globals['_UPDATEREPLY']._serialized_end=1819
-  _globals['_STATEREQUEST']._serialized_start=1821
-  _globals['_STATEREQUEST']._serialized_end=1835
-  _globals['_SERVERSTATE']._serialized_start=1838
-  _globals['_SERVERSTATE']._serialized_end=2045
-  _globals['_SAMPLEREQUEST']._serialized_start=2048
-  _globals['_SAMPLEREQUEST']._serialized_end=2216
-  _globals['_PROBLEMSAMPLES']._serialized_start=2219
-  _globals['_PROBLEMSAMPLES']._serialized_end=2347
-  _globals['_SAMPLEREPLY']._serialized_start=2349
-  _globals['_SAMPLEREPLY']._serialized_end=2423
-  _globals['_INFERENCESERVER']._serialized_start=2426
-  _globals['_INFERENCESERVER']._serialized_end=2782
+  _globals['_MEMBERRESULT']._serialized_end=1212
+  _globals['_MEMBERFAILURE']._serialized_start=1214
+  _globals['_MEMBERFAILURE']._serialized_end=1279
+  _globals['_EVALUATERESPONSE']._serialized_start=1282
+  _globals['_EVALUATERESPONSE']._serialized_end=1449
+  _globals['_EVALUATERESPONSES']._serialized_start=1451
+  _globals['_EVALUATERESPONSES']._serialized_end=1520
+  _globals['_SEEDCOEFFICIENT']._serialized_start=1522
+  _globals['_SEEDCOEFFICIENT']._serialized_end=1568
+  _globals['_UPDATEREQUEST']._serialized_start=1571
+  _globals['_UPDATEREQUEST']._serialized_end=1788
+  _globals['_UPDATEREQUEST_PARAMSENTRY']._serialized_start=1731
+  _globals['_UPDATEREQUEST_PARAMSENTRY']._serialized_end=1776
+  _globals['_UPDATEREPLY']._serialized_start=1790
+  _globals['_UPDATEREPLY']._serialized_end=1846
+  _globals['_STATEREQUEST']._serialized_start=1848
+  _globals['_STATEREQUEST']._serialized_end=1862
+  _globals['_SERVERSTATE']._serialized_start=1865
+  _globals['_SERVERSTATE']._serialized_end=2072
+  _globals['_SAMPLEREQUEST']._serialized_start=2075
+  _globals['_SAMPLEREQUEST']._serialized_end=2243
+  _globals['_PROBLEMSAMPLES']._serialized_start=2246
+  _globals['_PROBLEMSAMPLES']._serialized_end=2374
+  _globals['_SAMPLEREPLY']._serialized_start=2376
+  _globals['_SAMPLEREPLY']._serialized_end=2450
+  _globals['_INFERENCESERVER']._serialized_start=2453
+  _globals['_INFERENCESERVER']._serialized_end=2809
 # @@protoc_insertion_point(module_scope)

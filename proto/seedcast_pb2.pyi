@@ -101,7 +101,7 @@ class Timings(_message.Message):
     def __init__(self, perturb_seconds: _Optional[float] = ..., generate_seconds: _Optional[float] = ..., score_seconds: _Optional[float] = ..., restore_seconds: _Optional[float] = ...) -> None: ...
 
 class MemberResult(_message.Message):
-    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings", "reward_mean", "prompts_scored", "total_completion_tokens", "prompt_rewards_q8")
+    __slots__ = ("iteration", "member", "rewards", "completion_tokens", "timings", "reward_mean", "prompts_scored", "total_completion_tokens", "prompt_rewards_q8", "truncated_answers")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class MemberResult(_message.Message):
     PROMPTS_SCORED_FIELD_NUMBER: _ClassVar[int]
     TOTAL_COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_REWARDS_Q8_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     rewards: _containers.RepeatedScalarFieldContainer[float]
@@ -120,7 +121,8 @@ class MemberResult(_message.Message):
     prompts_scored: int
     total_completion_tokens: int
     prompt_rewards_q8: bytes
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., reward_mean: _Optional[float] = ..., prompts_scored: _Optional[int] = ..., total_completion_tokens: _Optional[int] = ..., prompt_rewards_q8: _Optional[bytes] = ...) -> None: ...
+    truncated_answers: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., rewards: _Optional[_Iterable[float]] = ..., completion_tokens: _Optional[_Iterable[int]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ..., reward_mean: _Optional[float] = ..., prompts_scored: _Optional[int] = ..., total_completion_tokens: _Optional[int] = ..., prompt_rewards_q8: _Optional[bytes] = ..., truncated_answers: _Optional[int] = ...) -> None: ...
 
 class MemberFailure(_message.Message):
     __slots__ = ("iteration", "member", "error")

@@ -274,6 +274,7 @@ class FleetScheduler:
             server=server,
             rewards=[result.reward_mean] if summary else list(result.rewards),
             completion_tokens=result.total_completion_tokens,
+            truncated=result.truncated_answers,
             timings=timings,
             prompt_rewards=decode_rewards(result.prompt_rewards_q8) if result.prompt_rewards_q8 else None,
             prompts_scored=result.prompts_scored,

@@ -33,6 +33,7 @@ class MemberReport:
     prompt_rewards: list[float] | None = None  # per prompt, from one byte each, when the task asked for them
     prompts_scored: int = 0  # prompts with a scorable reward (what weighs a shard's mean when merging)
     summary: bool = False  # `rewards` is [the mean over the prompts], not one reward per prompt
+    truncated: int = 0  # answers that stopped at max_new_tokens before ending
 
     @property
     def fitness(self) -> float:
@@ -89,6 +90,7 @@ def merge_shards(parts: list[MemberReport]) -> MemberReport:
         server=servers,
         rewards=rewards,
         completion_tokens=sum(part.completion_tokens for part in parts),
+        truncated=sum(part.truncated for part in parts),
         timings=timings,
         prompt_rewards=prompt_rewards,
         prompts_scored=scored,

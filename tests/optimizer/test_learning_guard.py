@@ -50,3 +50,6 @@ def test_a_run_that_cannot_learn_stops_with_the_reason(tmp_path, tiny_model_dir,
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["idle_iterations"] == 3
     assert summary["members_failed"] == (12 if "failing" in evaluator else 0)
+    # answers cut at max_new_tokens are counted per iteration and over the run (none when every member failed)
+    truncated = [row.truncated_answers for row in run.metrics() if not row.is_baseline]
+    assert summary["truncated_answers"] == sum(truncated) and (sum(truncated) > 0) == ("constant" in evaluator)

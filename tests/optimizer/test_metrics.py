@@ -41,3 +41,5 @@ def test_optimizer_metrics_follow_the_run(tmp_path, tiny_model_dir):
     assert value("seedcast_optimizer_reward_mean") == pytest.approx(result.metrics[-1].reward_mean)
     assert value("seedcast_optimizer_eval_reward") == pytest.approx(result.metrics[-1].eval_reward)
     assert value("seedcast_optimizer_tokens_total") == sum(r.completion_tokens or 0 for r in result.metrics)
+    truncated = sum(r.truncated_answers or 0 for r in result.metrics)
+    assert value("seedcast_optimizer_truncated_answers_total") == truncated

@@ -32,10 +32,10 @@ def _part(rewards: list[float], summary: bool = False, **extra) -> MemberReport:
 
 
 def test_shards_merge_in_order_into_the_members_report():
-    parts = [_part([1.0, 0.0], timings={"generate": 1.0}), _part([0.5], timings={"generate": 2.0})]
+    parts = [_part([1.0, 0.0], timings={"generate": 1.0}, truncated=2), _part([0.5], timings={"generate": 2.0})]
     merged = merge_shards(parts)
     assert merged.rewards == [1.0, 0.0, 0.5] and merged.fitness == pytest.approx(0.5)
-    assert merged.timings == {"generate": 3.0} and merged.prompts_scored == 3
+    assert merged.timings == {"generate": 3.0} and merged.prompts_scored == 3 and merged.truncated == 2
 
 
 def test_summary_shards_are_weighed_by_their_scored_prompts():
