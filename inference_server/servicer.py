@@ -301,7 +301,23 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         return pb.UpdateReply(step=self.step, weights_fingerprint=self.fingerprint)
 
     async def GetState(self, request: pb.StateRequest, context: grpc.aio.ServicerContext) -> pb.ServerState:
-        """The step, fingerprint and what the backend holds."""
+        """The step, fingerprint and what the backend holds; and whether the evaluator the request names can be built
+        here (off the event loop, as Evaluate builds it)."""
+        evaluator_problem = ""
+        if len(request.evaluator) > self.limits.max_evaluator_chars:
+            await self._refuse(
+                context,
+                "GetState",
+                RequestError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"evaluator is longer than {self.limits.max_evaluator_chars} characters",
+                ),
+            )
+        if request.evaluator:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._evaluator, request.evaluator)
+            except RequestError as error:
+                evaluator_problem = error.message
         info = self.backend.info()
         return pb.ServerState(
             step=self.step,
@@ -314,6 +330,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             parameters=info.parameters,
             noise=info.noise,
             batches_members=info.batches_members,
+            evaluator_problem=evaluator_problem,
         )
 
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:

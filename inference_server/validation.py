@@ -104,6 +104,7 @@ FIELD_BOUNDS: dict[str, str] = {
     "SampleRequest.problems": "max_prompts",
     "SampleRequest.evaluator": "max_evaluator_chars",
     "SampleRequest.system_prompt": "max_system_prompt_chars",
+    "StateRequest.evaluator": "max_evaluator_chars",
 }
 
 

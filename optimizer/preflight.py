@@ -1,6 +1,7 @@
 """What a run can check in the optimizer before its run folder exists and before any server loads a model, so a
 mistake ends in one line and exit status 2 with nothing half-made: the trackers, the data file, and, when every
-server is one this process starts (their files are this machine's), the model path and the evaluator spec."""
+server is one this process starts (their files are this machine's), the model path and the evaluator spec; remote
+servers are asked whether they serve the run's model and can build its evaluator (fleet/remote_check.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import check_evaluator_spec
 from seedcast.inference_server.model_source import resolve_model
 from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.fleet.remote_check import check_remote_servers
 from seedcast.optimizer.trackers import check_installed
 
 
@@ -23,4 +25,6 @@ def preflight(config: TrainConfig, model_is_local: bool | None = None) -> list[P
     if model_is_local:
         resolve_model(config.model.name)
         check_evaluator_spec(config.task.evaluator_spec())
+    else:
+        check_remote_servers(config)
     return problems

@@ -188,11 +188,13 @@ class UpdateReply(_message.Message):
     def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ...) -> None: ...
 
 class StateRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("evaluator",)
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    evaluator: str
+    def __init__(self, evaluator: _Optional[str] = ...) -> None: ...
 
 class ServerState(_message.Message):
-    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint", "batches_members")
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint", "batches_members", "evaluator_problem")
     STEP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +205,7 @@ class ServerState(_message.Message):
     NOISE_FIELD_NUMBER: _ClassVar[int]
     PARENT_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     BATCHES_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATOR_PROBLEM_FIELD_NUMBER: _ClassVar[int]
     step: int
     weights_fingerprint: str
     model: str
@@ -213,7 +216,8 @@ class ServerState(_message.Message):
     noise: str
     parent_fingerprint: str
     batches_members: bool
-    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ...) -> None: ...
+    evaluator_problem: str
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ..., evaluator_problem: _Optional[str] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")

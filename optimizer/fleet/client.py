@@ -77,11 +77,13 @@ class ServerClient:
         self.stream: grpc.aio.StreamStreamCall | None = None
         self.batch_iteration: int | None = None  # the iteration whose batch this stream holds
 
-    async def wait_ready(self, timeout_seconds: float) -> pb.ServerState:
-        """Wait until the server answers GetState, or raise ServerUnreachableError naming the address."""
+    async def wait_ready(self, timeout_seconds: float, evaluator: str = "") -> pb.ServerState:
+        """Wait until the server answers GetState, or raise ServerUnreachableError naming the address. With
+        `evaluator`, the server also says whether it can build that evaluator (`evaluator_problem`)."""
         try:
             await asyncio.wait_for(self.channel.channel_ready(), timeout_seconds)
-            return await self.stub.GetState(pb.StateRequest(), timeout=timeout_seconds, metadata=self.metadata)
+            request = pb.StateRequest(evaluator=evaluator)
+            return await self.stub.GetState(request, timeout=timeout_seconds, metadata=self.metadata)
         except (asyncio.TimeoutError, grpc.aio.AioRpcError) as error:
             detail = (
                 error.details() if isinstance(error, grpc.aio.AioRpcError) else f"no answer in {timeout_seconds:g} s"

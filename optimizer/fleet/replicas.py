@@ -17,7 +17,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 import grpc
 
@@ -27,9 +26,9 @@ from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError
+from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.proto.errors import SeedcastError
-from seedcast.proto.transport import plaintext_allowed, split_address
 
 log = logging.getLogger("seedcast.fleet")
 
@@ -208,11 +207,8 @@ class Fleet:
                 f"{self.noise} noise; restart it with `seedcast serve --noise {self.noise}`"
             )
             return NoiseMismatchError, message, f"{noise[:40]}-noise"
-        if self.model is not None and state.model != self.model:
-            message = (
-                f"server {client.address} serves the model {state.model[:200]!r}, but this run's model.name is "
-                f"{self.model!r}; start it with `seedcast serve --model {self.model}`, or set model.name to its model"
-            )
+        message = model_mismatch(client.address, state.model, self.model)
+        if message is not None:
             return FingerprintMismatchError, message, f"model:{state.model[:40]}"
         if self.config.members_per_batch > 1 and not state.batches_members:
             message = (
@@ -286,33 +282,7 @@ class Fleet:
         return self.fingerprint
 
     def _listed_servers(self) -> list[str]:
-        """The addresses in fleet.servers_file (one host:port a line; blank lines and # comments skipped)."""
-        path = self.config.servers_file
-        if not path:
-            return []
-        try:
-            lines = Path(path).expanduser().read_text().splitlines()
-        except OSError as error:
-            log.warning("cannot read fleet.servers_file %s (%s); keeping the known servers", path, error.strerror)
-            return []
-        addresses = [line.split("#", 1)[0].strip() for line in lines]
-        fleet = self.config
-        valid = []
-        for address in filter(None, addresses):
-            try:
-                host, _ = split_address(address)
-            except ValueError:
-                log.warning("fleet.servers_file: ignoring %r, not host:port", address)
-                continue
-            if not (fleet.tls_ca or plaintext_allowed(host, fleet.insecure)):
-                log.warning(
-                    "fleet.servers_file: ignoring %s: plaintext off loopback needs fleet.insecure=true "
-                    "(or set fleet.tls_ca)",
-                    address,
-                )
-            else:
-                valid.append(address)
-        return valid
+        return listed_servers(self.config)
 
     async def readmit(self) -> None:
         """Sync and readmit servers that left the active set (or restarted), if their weights agree."""

@@ -290,6 +290,8 @@ def test_oversized_system_prompts_and_evaluator_specs_are_refused(server, field)
     with pytest.raises(grpc.RpcError) as raised:
         list(stream)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in raised.value.details()
+    if field == "evaluator":  # the spec a state query asks the server to check, too
+        assert _call(server.stub.GetState, pb.StateRequest(evaluator="x" * 200_015)) == grpc.StatusCode.INVALID_ARGUMENT
     _still_serving(server)
 
 

@@ -1,0 +1,58 @@
+"""Before a run's folder exists: ask each server this process does not start whether it can serve the run (its
+model, its evaluator), so a mistake on a remote fleet ends, like preflight's local checks, in one message that
+names every server's problem and exit status 2, before anything is made. A server that joins later is checked
+when it joins (its model) and by its members (its evaluator)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.config_section import ConfigError
+from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
+from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch
+
+
+async def remote_server_problems(config: TrainConfig) -> list[str]:
+    """One line per remote server that cannot serve this run: unreachable, another model, or no evaluator."""
+    fleet = config.fleet
+    security = ClientSecurity.from_files(
+        ca=fleet.tls_ca,
+        cert=fleet.tls_cert,
+        key=fleet.tls_key,
+        server_name=fleet.tls_server_name,
+        token_file=fleet.token_file,
+    )
+    evaluator = config.task.evaluator_spec()
+    clients = [ServerClient(address, security) for address in dict.fromkeys([*fleet.servers, *listed_servers(fleet)])]
+    try:
+        answers = await asyncio.gather(
+            *(client.wait_ready(fleet.connect_timeout_seconds, evaluator) for client in clients),
+            return_exceptions=True,
+        )
+    finally:
+        await asyncio.gather(*(client.close() for client in clients))
+    problems = []
+    for client, answer in zip(clients, answers, strict=True):
+        if isinstance(answer, ServerUnreachableError):
+            problems.append(str(answer))
+            continue
+        if isinstance(answer, BaseException):
+            raise answer
+        mismatch = model_mismatch(client.address, answer.model, config.model.name)
+        if mismatch is not None:
+            problems.append(mismatch)
+        if answer.evaluator_problem:
+            problems.append(
+                f"server {client.address} cannot use this run's evaluator: {answer.evaluator_problem[:400]}"
+            )
+    return problems
+
+
+def check_remote_servers(config: TrainConfig) -> None:
+    """Raise a ConfigError naming every remote server that cannot serve this run (none listed: nothing to ask)."""
+    if not config.fleet.servers and not config.fleet.servers_file:
+        return
+    problems = asyncio.run(remote_server_problems(config))
+    if problems:
+        raise ConfigError("the fleet cannot serve this run:\n  " + "\n  ".join(problems))
