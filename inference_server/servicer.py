@@ -331,6 +331,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             noise=info.noise,
             batches_members=info.batches_members,
             evaluator_problem=evaluator_problem,
+            lowrank_targets=info.lowrank_targets,
         )
 
     async def Sample(self, request: pb.SampleRequest, context: grpc.aio.ServicerContext) -> pb.SampleReply:

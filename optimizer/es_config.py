@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from seedcast.inference_server.noise.kinds import FULL_RANK, PERTURBATIONS, ROUNDINGS
-from seedcast.inference_server.serve_config import NOISE_HELP, NoiseChoice
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, FULL_RANK, LOWRANK_TARGETS, PERTURBATIONS, ROUNDINGS
+from seedcast.inference_server.serve_config import LOWRANK_TARGETS_HELP, NOISE_HELP, NoiseChoice
 from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es.fitness import FITNESS_MODES
 from seedcast.optimizer.es.shaping import SHAPINGS
@@ -55,6 +55,11 @@ class ESConfig(Section):
     perturbation: Annotated[str, one_of(PERTURBATIONS, "perturbation")] = Field(
         "full", description=f"The shape of a member's noise: {describe_choices(PERTURBATIONS)}. Fixed for a run."
     )
+    lowrank_targets: Annotated[str, one_of(LOWRANK_TARGETS, "low-rank targets")] = Field(
+        ALL_TARGETS,
+        description=f"{LOWRANK_TARGETS_HELP}. Servers must be started with the same --lowrank-targets (local ones "
+        "are). Fixed for a run.",
+    )
     rank: int = Field(
         DEFAULT_RANK,
         ge=1,
@@ -82,6 +87,13 @@ class ESConfig(Section):
         if rank != DEFAULT_RANK and info.data.get("perturbation", "full") != "lowrank":
             raise ValueError("es.rank applies to low-rank members only; set es.perturbation=lowrank too")
         return rank
+
+    @field_validator("lowrank_targets")
+    @classmethod
+    def _targets_need_lowrank(cls, targets: str, info: ValidationInfo) -> str:
+        if targets != ALL_TARGETS and info.data.get("perturbation", "full") != "lowrank":
+            raise ValueError("es.lowrank_targets applies to low-rank members only; set es.perturbation=lowrank too")
+        return targets
 
     @property
     def perturbation_rank(self) -> int:

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import apply_rule, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
+from seedcast.inference_server.noise.lowrank import frozen_tensors
 from seedcast.optimizer.model_card import model_card
 from seedcast.optimizer.run_dir import RunDirectory
 
@@ -32,10 +33,12 @@ def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = Non
     model, tokenizer = load_model_and_tokenizer(config.model.name)
     model.to(device)
     master = {name: param.data for name, param in model.named_parameters()}
+    vocabulary = model.get_input_embeddings().weight.shape[0]
+    frozen = frozen_tensors(config.es.lowrank_targets, master, vocabulary)
     source = noise_source(config.es.noise) if logged else None  # with no step it may still say `auto`
     velocity: dict = {}  # the servers' update-rule state (momentum buffers), rebuilt step by step
     for step in tqdm(logged, desc="replaying updates", unit="step", disable=not show_progress):
-        apply_rule(master, step.terms, step.rule, step.params, velocity, source, rank=step.rank)
+        apply_rule(master, step.terms, step.rule, step.params, velocity, source, rank=step.rank, frozen=frozen)
     return model, tokenizer, weights_fingerprint(master), len(logged)
 
 

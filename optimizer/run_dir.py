@@ -121,6 +121,7 @@ FIXED_FOR_A_RUN = {
     "es.momentum": "its servers' velocity follows from it",
     "es.perturbation": "its update log's steps are sums of that shape of noise",
     "es.rank": "its update log's steps are sums of noise of that rank",
+    "es.lowrank_targets": "its update log's steps move those tensors only",
 }
 
 

@@ -194,7 +194,7 @@ class StateRequest(_message.Message):
     def __init__(self, evaluator: _Optional[str] = ...) -> None: ...
 
 class ServerState(_message.Message):
-    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint", "batches_members", "evaluator_problem")
+    __slots__ = ("step", "weights_fingerprint", "model", "backend", "device", "dtype", "parameters", "noise", "parent_fingerprint", "batches_members", "evaluator_problem", "lowrank_targets")
     STEP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTS_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +206,7 @@ class ServerState(_message.Message):
     PARENT_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     BATCHES_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    LOWRANK_TARGETS_FIELD_NUMBER: _ClassVar[int]
     step: int
     weights_fingerprint: str
     model: str
@@ -217,7 +218,8 @@ class ServerState(_message.Message):
     parent_fingerprint: str
     batches_members: bool
     evaluator_problem: str
-    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ..., evaluator_problem: _Optional[str] = ...) -> None: ...
+    lowrank_targets: str
+    def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ..., evaluator_problem: _Optional[str] = ..., lowrank_targets: _Optional[str] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
     __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, LEGACY_NOISE_KIND
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 
@@ -68,6 +68,7 @@ class BackendInfo:
     parameters: int
     noise: str = LEGACY_NOISE_KIND  # the noise kind perturbations and updates use (noise.NOISE_KINDS)
     batches_members: bool = False  # generates many low-rank members in one batch (MemberTasks.batched)
+    lowrank_targets: str = ALL_TARGETS  # which tensors low-rank members perturb (noise.kinds.LOWRANK_TARGETS)
 
 
 @runtime_checkable

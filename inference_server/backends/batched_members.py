@@ -66,6 +66,7 @@ class LowRankBatch:
         base: NoiseSource,
         members: list[BatchMember],
         rows_per_member: int,
+        frozen: frozenset[str] = frozenset(),
     ) -> None:
         ranks = {member.rank for member in members}
         if len(ranks) != 1 or 0 in ranks:
@@ -74,8 +75,9 @@ class LowRankBatch:
         self.members = members
         self.rows = rows_per_member
         self.rank = ranks.pop()
-        self.source = LowRankNoise(base, self.rank, {name: p.shape for name, p in params.items()})
-        self.names = {id(parameter): name for name, parameter in params.items()}
+        self.source = LowRankNoise(base, self.rank, {name: p.shape for name, p in params.items()}, frozen)
+        # The parameters the members perturb: hooks leave the frozen ones (es.lowrank_targets) as they are.
+        self.names = {id(parameter): name for name, parameter in params.items() if name not in frozen}
         self.device = next(iter(params.values())).device
         self.dtype = next(iter(params.values())).dtype
         self._handles: list[torch.utils.hooks.RemovableHandle] = []

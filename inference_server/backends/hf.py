@@ -35,8 +35,8 @@ from seedcast.inference_server.noise.apply import (
     weights_fingerprint,
     write_perturbed,
 )
-from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
-from seedcast.inference_server.noise.lowrank import noise_of_rank
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, noise_source, resolve_kind
+from seedcast.inference_server.noise.lowrank import frozen_tensors, noise_of_rank
 
 log = logging.getLogger("seedcast.server")
 
@@ -66,6 +66,7 @@ class HFBackend(PerturbableBackend):
         max_batch: int = 256,
         pair_cache: bool | str = "auto",
         noise: str = "auto",
+        lowrank_targets: str = ALL_TARGETS,
     ) -> None:
         super().__init__()
         resolve_kind(noise, "cpu")  # first: an unknown kind fails before the model loads
@@ -88,6 +89,9 @@ class HFBackend(PerturbableBackend):
             name: param.detach().to(self.device, torch.float32, copy=not share)
             for name, param in cpu_model.named_parameters()
         }
+        vocabulary = cpu_model.get_input_embeddings().weight.shape[0]
+        self.lowrank_targets = lowrank_targets
+        self.lowrank_frozen = frozen_tensors(lowrank_targets, self.master, vocabulary)
         self.model = cpu_model.to(self.device, self.dtype)
         self.noise.prepare(self.device)
         self.params = dict(self.model.named_parameters())
@@ -119,7 +123,7 @@ class HFBackend(PerturbableBackend):
         scale = float(perturbation.sign) * perturbation.sigma
         mirror = self._mirror
         round_for = self.dtype if perturbation.stochastic_rounding else None
-        source = noise_of_rank(self.noise, perturbation.rank, self.master)
+        source = noise_of_rank(self.noise, perturbation.rank, self.master, self.lowrank_frozen)
 
         def perturb_one(name: str) -> None:
             # master − sign·σ·ε == master + (−sign)·σ·ε bit for bit (negation is exact), so the mirror
@@ -142,7 +146,7 @@ class HFBackend(PerturbableBackend):
 
     def _update_master(self, terms: list[tuple[int, float]], rule: str, params: Mapping[str, float], rank: int) -> None:
         self._mirror_holds = None  # cached partners were computed from the old master
-        apply_rule(self.master, terms, rule, params, self.velocity, self.noise, self.threads, rank)
+        apply_rule(self.master, terms, rule, params, self.velocity, self.noise, self.threads, rank, self.lowrank_frozen)
 
     def _parameter_count(self) -> int:
         return sum(t.numel() for t in self.master.values())
@@ -204,7 +208,8 @@ class HFBackend(PerturbableBackend):
             if sampling.temperature > 0:
                 seeds = sampling_seeds[first : first + per_call]
                 sampler = PerMemberSampler(seeds, len(texts), sampling.temperature, sampling.top_p, self.device)
-            with LowRankBatch(self.model, self.params, self.noise, group, rows_per_member=len(texts)):
+            batch = LowRankBatch(self.model, self.params, self.noise, group, len(texts), self.lowrank_frozen)
+            with batch:
                 completions = self._generate_chunk(texts * len(group), sampling, sampler=sampler, stop=stop)
             for index in range(len(group)):
                 own = completions[index * len(texts) : (index + 1) * len(texts)]

@@ -55,7 +55,7 @@ class Perturbation:
 
 class PerturbableBackend:
     """The shared state machine (see the module docstring); subclasses set `name`, `supports_entropy`,
-    `model_spec`, `device`, `dtype`, `tokenizer` and `noise_kind`, and implement the hooks."""
+    `model_spec`, `device`, `dtype`, `tokenizer`, `noise_kind` and `lowrank_targets`, and implement the hooks."""
 
     name: str
     supports_entropy: bool
@@ -64,6 +64,7 @@ class PerturbableBackend:
     dtype: torch.dtype
     tokenizer: Any
     noise_kind: str
+    lowrank_targets: str  # which tensors low-rank members perturb (noise.kinds.LOWRANK_TARGETS), fixed at start
 
     def __init__(self) -> None:
         self.perturbed = False
@@ -158,6 +159,7 @@ class PerturbableBackend:
             parameters=self._parameter_count(),
             noise=self.noise_kind,
             batches_members=self.batching_problem() is None,
+            lowrank_targets=self.lowrank_targets,
         )
 
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:

@@ -41,7 +41,7 @@ from seedcast.inference_server.backends.vllm_support import (
     resolve_vllm_device,
     sampling_seed,
 )
-from seedcast.inference_server.noise.kinds import noise_source, resolve_kind
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, noise_source, resolve_kind
 
 WORKER_EXTENSION = "seedcast.inference_server.backends.vllm_worker.SeedcastWorkerExtension"
 
@@ -67,6 +67,7 @@ class VLLMBackend(PerturbableBackend):
         enforce_eager: bool = False,
         reset_prefix_cache: bool = True,
         noise: str = "auto",
+        lowrank_targets: str = ALL_TARGETS,
     ) -> None:
         super().__init__()
         resolve_kind(noise, "cpu")  # an unknown kind fails before vLLM starts
@@ -80,6 +81,7 @@ class VLLMBackend(PerturbableBackend):
         self.model_spec = model
         self.device = resolve_vllm_device(device)
         self.noise_kind = noise_source(resolve_kind(noise, self.device.type)).kind
+        self.lowrank_targets = lowrank_targets
         self.dtype = resolve_dtype(dtype, self.device)
         self.threads = threads or (os.cpu_count() or 1)
         self.location = checkpoint_location(model)
@@ -118,7 +120,7 @@ class VLLMBackend(PerturbableBackend):
         )
         self._sampling_params = vllm.SamplingParams
         replies = self.llm.collective_rpc(
-            "seedcast_init", args=(self.location, parameters, self.threads, self.noise_kind)
+            "seedcast_init", args=(self.location, parameters, self.threads, self.noise_kind, lowrank_targets)
         )
         self.parameters = replies[0]["parameters"]
         self.weight_path = replies[0]["weight_path"]

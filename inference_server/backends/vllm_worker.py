@@ -35,8 +35,8 @@ import torch
 
 from seedcast.inference_server.backends.vllm_support import check_master_fits
 from seedcast.inference_server.noise.apply import apply_rule, perturbed_master, weights_fingerprint
-from seedcast.inference_server.noise.kinds import noise_source
-from seedcast.inference_server.noise.lowrank import noise_of_rank
+from seedcast.inference_server.noise.kinds import ALL_TARGETS, noise_source
+from seedcast.inference_server.noise.lowrank import frozen_tensors, noise_of_rank
 
 _REPACK_FLAG = "_seedcast_repack"
 
@@ -92,8 +92,11 @@ install_repackable_cpu_gemm()
 class SeedcastWorkerExtension:
     """Mixed into the vLLM worker; see the module docstring. State lives in `_seedcast_*` attributes."""
 
-    def seedcast_init(self, model_location: str, parameters: int, threads: int, noise: str) -> dict:
-        """Check the master fits, load it in float32 from the HF checkpoint, and write cast(master)."""
+    def seedcast_init(
+        self, model_location: str, parameters: int, threads: int, noise: str, lowrank_targets: str = ALL_TARGETS
+    ) -> dict:
+        """Check the master fits, load it in float32 from the HF checkpoint, and write cast(master); low-rank members
+        and steps leave the tensors `lowrank_targets` excludes alone (noise.lowrank.frozen_tensors)."""
         from seedcast.inference_server.model_source import load_model_and_tokenizer
 
         device = torch.device(self.device)
@@ -107,6 +110,8 @@ class SeedcastWorkerExtension:
         parameters = sum(p.numel() for p in hf_model.parameters())
         # named_parameters() names a tied weight once, under its canonical name, as the hf backend does.
         self._seedcast_master = {name: p.detach().to(device, torch.float32) for name, p in hf_model.named_parameters()}
+        vocabulary = hf_model.get_input_embeddings().weight.shape[0]
+        self._seedcast_frozen = frozen_tensors(lowrank_targets, self._seedcast_master, vocabulary)
         del hf_model
         self._seedcast_path = weight_path(model)
         self.seedcast_restore()
@@ -151,7 +156,7 @@ class SeedcastWorkerExtension:
         scale = float(sign) * float(sigma)
         master = self._seedcast_master
         round_for = self._seedcast_dtype if stochastic_rounding else None
-        source = noise_of_rank(self._seedcast_noise, int(rank), master)
+        source = noise_of_rank(self._seedcast_noise, int(rank), master, self._seedcast_frozen)
 
         def perturbed(name: str) -> torch.Tensor:
             return perturbed_master(master[name], source, seed, name, scale, round_for)
@@ -179,6 +184,7 @@ class SeedcastWorkerExtension:
             self._seedcast_noise,
             self._seedcast_threads,
             int(rank),
+            self._seedcast_frozen,
         )
         if write:
             self.seedcast_restore()

@@ -153,14 +153,18 @@ def apply_rule(
     source: NoiseSource,
     threads: int | None = None,
     rank: int = 0,
+    frozen: frozenset[str] = frozenset(),
 ) -> None:
     """Apply one step by its update rule (update_rules.py) to the float32 master; `velocity` is the caller's
     rule state kept from step to step (the momentum buffers, empty until a step uses them). A step of
-    perturbation rank `rank` > 0 moves each 2-D tensor by its members' low-rank noise (lowrank.py)."""
+    perturbation rank `rank` > 0 moves each 2-D tensor by its members' low-rank noise (lowrank.py) and leaves
+    the `frozen` tensors untouched, bit for bit (es.lowrank_targets)."""
     problems = rule_problems(rule, params)
     if problems:
         raise ValueError("; ".join(problems))
     momentum = params["momentum"] if rule == "momentum" else 0.0
+    if rank and frozen:
+        master = {name: tensor for name, tensor in master.items() if name not in frozen}
     apply_update_terms(master, terms, threads, noise_of_rank(source, rank, master), momentum, velocity)
 
 

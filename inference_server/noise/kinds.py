@@ -26,6 +26,13 @@ PERTURBATIONS = {  # the shape of a member's noise (`es.perturbation`; noise/low
     "moves every weight",
 }
 FULL_RANK = 0  # the rank a full-rank member or step carries on the wire and in the log
+LOWRANK_TARGETS = {  # which tensors low-rank members perturb and their steps move (`es.lowrank_targets`)
+    "all": "every tensor full-rank ES trains: 2-D weights low rank, 1-D tensors full noise",
+    "linear": "only the 2-D projection weights (not the token embedding or LM head, whose first dimension is the "
+    "vocabulary, nor 1-D norm scales and biases, which stay frozen): what vLLM's multi-LoRA carries, so vllm "
+    "servers can batch members",
+}
+ALL_TARGETS = "all"
 
 
 def fastest_kind(device_type: str) -> str:

@@ -33,10 +33,17 @@ class LowRankNoise:
 
     fresh = True  # 2-D chunks are new tensors; 1-D chunks are copied when the base's are read-only
 
-    def __init__(self, base: NoiseSource, rank: int, shapes: Mapping[str, torch.Size | tuple[int, ...]]) -> None:
+    def __init__(
+        self,
+        base: NoiseSource,
+        rank: int,
+        shapes: Mapping[str, torch.Size | tuple[int, ...]],
+        frozen: frozenset[str] = frozenset(),
+    ) -> None:
         if rank < 1:
             raise ValueError(f"a low-rank perturbation needs rank >= 1, got {rank}")
         self.base = base
+        self.frozen = frozen  # tensors this perturbation leaves alone (es.lowrank_targets): zero noise
         self.kind = base.kind
         self.rank = rank
         self.scale = 1.0 / math.sqrt(rank)
@@ -47,8 +54,8 @@ class LowRankNoise:
         self.base.prepare(device)
 
     def is_low_rank(self, name: str) -> bool:
-        """Whether tensor `name` gets A·Bᵀ/√r (2-D) rather than full-rank noise."""
-        return len(self.shapes.get(name, ())) == 2
+        """Whether tensor `name` gets A·Bᵀ/√r (2-D, not frozen) rather than full-rank noise or none."""
+        return len(self.shapes.get(name, ())) == 2 and name not in self.frozen
 
     def factors(self, seed: int, name: str, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """(A, B) of a 2-D tensor under member seed `seed`: float32, m×r and n×r."""
@@ -60,7 +67,12 @@ class LowRankNoise:
     def chunks(
         self, seed: int, name: str, numel: int, device: torch.device | str = "cpu", buffer: torch.Tensor | None = None
     ) -> Iterator[tuple[int, int, torch.Tensor]]:
-        """(start, end, ε[start:end]) in row blocks for a 2-D tensor, the base's chunks otherwise."""
+        """(start, end, ε[start:end]) in row blocks for a 2-D tensor, the base's chunks otherwise, zeros for a
+        frozen one."""
+        if name in self.frozen:
+            zeros = buffer.zero_() if buffer is not None else torch.zeros(numel, device=device)
+            yield 0, numel, zeros
+            return
         if not self.is_low_rank(name):
             for start, end, noise in self.base.chunks(seed, name, numel, device, buffer):
                 yield start, end, noise if self.base.fresh else noise.clone()
@@ -87,9 +99,22 @@ class LowRankNoise:
         return noise_from_chunks(self, seed, name, shape, device)
 
 
-def noise_of_rank(base: NoiseSource, rank: int, shapes: Mapping[str, torch.Tensor]) -> NoiseSource:
+def noise_of_rank(
+    base: NoiseSource, rank: int, shapes: Mapping[str, torch.Tensor], frozen: frozenset[str] = frozenset()
+) -> NoiseSource:
     """The source a member or step of perturbation rank `rank` uses: `base` for 0 (full rank), else low-rank
-    noise over the tensors of `shapes` (a name → tensor mapping such as the master)."""
+    noise over the tensors of `shapes` (a name → tensor mapping such as the master), zero on `frozen` ones."""
     if rank == 0:
         return base
-    return LowRankNoise(base, rank, {name: tensor.shape for name, tensor in shapes.items()})
+    return LowRankNoise(base, rank, {name: tensor.shape for name, tensor in shapes.items()}, frozen)
+
+
+def frozen_tensors(targets: str, shapes: Mapping[str, torch.Tensor], vocab_size: int) -> frozenset[str]:
+    """The tensors low-rank members of `targets` (kinds.LOWRANK_TARGETS) leave alone: none for "all"; for "linear"
+    every tensor but the 2-D projection weights, i.e. 1-D tensors and the 2-D ones whose first dimension is the
+    vocabulary (the token embedding, the LM head)."""
+    if targets == "all":
+        return frozenset()
+    if targets != "linear":
+        raise ValueError(f"unknown low-rank targets {targets!r}; choose all or linear")
+    return frozenset(name for name, tensor in shapes.items() if tensor.dim() != 2 or tensor.shape[0] == vocab_size)

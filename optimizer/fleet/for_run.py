@@ -10,6 +10,7 @@ from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.fleet.noise_choice import choose_noise
 from seedcast.optimizer.fleet.replicas import Fleet
+from seedcast.optimizer.fleet.server_list import run_targets
 from seedcast.optimizer.metrics import OptimizerMetrics
 
 
@@ -22,4 +23,5 @@ def fleet_for_run(config: TrainConfig, logs_path: Path, metrics: OptimizerMetric
         choose_noise=partial(choose_noise, config),
         local_fleet=local,
         model=config.model.name,
+        lowrank_targets=run_targets(config),
     )

@@ -71,6 +71,7 @@ class LocalFleet:
             dtype=model.dtype,
             threads=self.threads_per_server(),
             noise=self.noise,
+            lowrank_targets=self.config.es.lowrank_targets,
             pair_cache=fleet.pair_cache,
             cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
             ready_file=str(self._ready_dir / f"server-{index}.json"),

@@ -10,7 +10,7 @@ import asyncio
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_section import ConfigError
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
-from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch
+from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, run_targets, targets_mismatch
 
 
 async def remote_server_problems(config: TrainConfig) -> list[str]:
@@ -39,9 +39,12 @@ async def remote_server_problems(config: TrainConfig) -> list[str]:
             continue
         if isinstance(answer, BaseException):
             raise answer
-        mismatch = model_mismatch(client.address, answer.model, config.model.name)
-        if mismatch is not None:
-            problems.append(mismatch)
+        for mismatch in (
+            model_mismatch(client.address, answer.model, config.model.name),
+            targets_mismatch(client.address, answer.lowrank_targets, run_targets(config)),
+        ):
+            if mismatch is not None:
+                problems.append(mismatch)
         if answer.evaluator_problem:
             problems.append(
                 f"server {client.address} cannot use this run's evaluator: {answer.evaluator_problem[:400]}"

@@ -26,7 +26,7 @@ from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError
-from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch
+from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, targets_mismatch
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.proto.errors import SeedcastError
 
@@ -51,12 +51,14 @@ class Fleet:
         choose_noise: Callable[[dict[str, str]], str],
         local_fleet: LocalFleet | None = None,
         model: str | None = None,
+        lowrank_targets: str | None = None,
     ) -> None:
         """`choose_noise` gets the given servers' noise kinds by address and returns the run's (noise_choice.py);
         `local_fleet`, the servers to start on this machine (fleet.local), is started with that kind; `model`, the
         run's model.name, is what every server must report having loaded (None: not checked)."""
         self.config = config
         self.model = model
+        self.lowrank_targets = lowrank_targets  # what every server's low-rank members must perturb (None: any)
         self.metrics = metrics
         self.choose_noise = choose_noise
         self.known: dict[str, ClientSecurity] = {}
@@ -210,6 +212,9 @@ class Fleet:
         message = model_mismatch(client.address, state.model, self.model)
         if message is not None:
             return FingerprintMismatchError, message, f"model:{state.model[:40]}"
+        message = targets_mismatch(client.address, state.lowrank_targets, self.lowrank_targets)
+        if message is not None:
+            return FingerprintMismatchError, message, f"targets:{state.lowrank_targets[:40]}"
         if self.config.members_per_batch > 1 and not state.batches_members:
             message = (
                 f"server {client.address} ({state.backend or 'an older version'}) generates members one at a time, "

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from seedcast.optimizer.config import FleetConfig
+from seedcast.inference_server.noise.kinds import ALL_TARGETS
+from seedcast.optimizer.config import FleetConfig, TrainConfig
 from seedcast.proto.transport import plaintext_allowed, split_address
 
 log = logging.getLogger("seedcast.fleet")
@@ -39,6 +40,23 @@ def listed_servers(fleet: FleetConfig) -> list[str]:
         else:
             valid.append(address)
     return valid
+
+
+def run_targets(config: TrainConfig) -> str | None:
+    """The run's es.lowrank_targets when its members are low rank; None for full-rank runs."""
+    return config.es.lowrank_targets if config.es.perturbation_rank else None
+
+
+def targets_mismatch(address: str, served: str, run_targets: str | None) -> str | None:
+    """Why the server at `address`, whose low-rank members perturb `served` ("" from older servers: all), cannot
+    serve a low-rank run of `run_targets` (None: the run is not low rank, so any server can)."""
+    served = served or ALL_TARGETS
+    if run_targets is None or served == run_targets:
+        return None
+    return (
+        f"server {address} perturbs {served!r} tensors of low-rank members, but this run's es.lowrank_targets is "
+        f"{run_targets!r}; restart it with `seedcast serve --lowrank-targets {run_targets}`"
+    )
 
 
 def model_mismatch(address: str, served: str, run_model: str | None) -> str | None:

@@ -68,3 +68,10 @@ def test_an_unreachable_server_is_named_before_the_run_folder_exists(tmp_path, c
     error = capsys.readouterr().err
     assert code == 2 and not (tmp_path / "run").exists()
     assert "cannot reach inference server at 127.0.0.1:1" in error and reachable not in error
+
+
+def test_a_server_whose_low_rank_members_perturb_other_tensors_is_named(tmp_path, capsys, remote_servers):
+    (address,) = remote_servers(Limits())  # the test double perturbs all tensors
+    lowrank = ["model.name=simulated", "es.perturbation=lowrank", "es.lowrank_targets=linear"]
+    assert _train(tmp_path, [address], *lowrank) == 2 and not (tmp_path / "run").exists()
+    assert "seedcast serve --lowrank-targets linear" in capsys.readouterr().err

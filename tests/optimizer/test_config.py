@@ -94,3 +94,11 @@ def test_a_rank_without_low_rank_members_and_an_unknown_perturbation_are_refused
         load_config(overrides=["es.perturbation=sparse", "es.rank=0"])
     message = str(raised.value)
     assert "es.perturbation" in message and "full, lowrank" in message and "es.rank" in message
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides=["es.lowrank_targets=linear"])
+    assert "es.lowrank_targets applies to low-rank members only" in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides=["es.perturbation=lowrank", "es.lowrank_targets=some"])
+    assert "all, linear" in str(raised.value)
+    linear = load_config(overrides=["es.perturbation=lowrank", "es.lowrank_targets=linear"])
+    assert linear.es.lowrank_targets == "linear"

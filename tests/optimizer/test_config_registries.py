@@ -7,7 +7,7 @@ import pytest
 
 from seedcast.inference_server.backends import BACKENDS
 from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
-from seedcast.inference_server.noise.kinds import NOISE_KINDS, ROUNDINGS
+from seedcast.inference_server.noise.kinds import LOWRANK_TARGETS, NOISE_KINDS, ROUNDINGS
 from seedcast.inference_server.serve_config import ServeConfigError, load_serve_config
 from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.config_files import config_reference, load_config
@@ -25,7 +25,12 @@ TRAIN_SETTINGS = [
     ("es.fitness", FITNESS_MODES),
     ("es.rounding", ROUNDINGS),
 ]
-SERVE_SETTINGS = [("backend", BACKENDS), ("dtype", DTYPE_NAMES), ("noise", NOISE_KINDS)]
+SERVE_SETTINGS = [
+    ("backend", BACKENDS),
+    ("dtype", DTYPE_NAMES),
+    ("noise", NOISE_KINDS),
+    ("lowrank_targets", LOWRANK_TARGETS),
+]
 
 
 @pytest.mark.parametrize(("key", "registry"), TRAIN_SETTINGS)

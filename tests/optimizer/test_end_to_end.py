@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -212,6 +213,20 @@ def test_a_low_rank_run_is_reproduced_across_fleets_by_a_resume_and_by_export(tm
     full_rank = _overrides(tiny_model_dir, **{"eval_every": 0, "iterations": 1})
     _, full = _train(tmp_path / "full", full_rank)
     assert full.fingerprint != two_servers.metrics()[0].fingerprint  # the same seeds at full rank move elsewhere
+
+
+def test_a_linear_targets_run_moves_the_projections_only_and_exports_what_its_servers_hold(tmp_path, tiny_model_dir):
+    from safetensors.torch import load_file
+
+    linear = {"eval_every": 0, "iterations": 2, "es.perturbation": "lowrank", "es.lowrank_targets": "linear"}
+    run, result = _train(tmp_path / "run", _overrides(tiny_model_dir, **linear, **{"fleet.members_per_batch": 2}))
+    assert all(r.members_ok == 4 for r in result.metrics) and any(r.update_terms for r in result.metrics)
+    out = tmp_path / "exported"
+    assert main(["export", str(run.path), "--out", str(out)]) == 0
+    assert json.loads((out / "seedcast_export.json").read_text())["matches_servers"] is True
+    trained, base = load_file(out / "model.safetensors"), load_file(Path(tiny_model_dir) / "model.safetensors")
+    moved = {name for name in trained if not torch.equal(trained[name], base[name].to(trained[name].dtype))}
+    assert moved and all(name.endswith("proj.weight") for name in moved)  # the embedding and norms are frozen
 
 
 def test_batched_low_rank_members_give_the_same_run_on_one_two_and_three_servers(tmp_path, tiny_model_dir):

@@ -39,9 +39,23 @@ def test_a_norm_scale_with_a_zero_entry_is_perturbed_from_the_normalised_input(t
     _assert_batched_logits_equal_materialised(backend)
 
 
+def test_linear_targets_batch_and_perturb_the_projections_only(tiny_model_dir):
+    options = {"device": "cpu", "dtype": "float32", "threads": 2, "noise": "table"}
+    backend = HFBackend(tiny_model_dir, **options, lowrank_targets="linear")
+    frozen = backend.lowrank_frozen
+    assert frozen and all(backend.master[n].dim() == 1 or n.endswith("embed_tokens.weight") for n in frozen)
+    _assert_batched_logits_equal_materialised(backend)
+    backend.perturb(11, 0.05, 1, rank=2)  # the frozen tensors keep cast(master), the projections move
+    backend.sync_weights()
+    assert all(torch.equal(backend.params[n], backend.master[n]) == (n in frozen) for n in backend.params)
+    backend.restore()
+
+
 def _assert_batched_logits_equal_materialised(backend) -> None:
     backend.sync_weights()
-    with torch.inference_mode(), LowRankBatch(backend.model, backend.params, backend.noise, MEMBERS, len(PROMPTS)):
+    frozen = getattr(backend, "lowrank_frozen", frozenset())
+    batch = LowRankBatch(backend.model, backend.params, backend.noise, MEMBERS, len(PROMPTS), frozen)
+    with torch.inference_mode(), batch:
         batched = backend.model(**_encoded(backend, len(MEMBERS))).logits
     base = backend.model(**_encoded(backend)).logits
     for index, member in enumerate(MEMBERS):

@@ -311,15 +311,18 @@ def test_momentum_updates_match_the_hf_backend_and_the_replay(vllm_model_dir):
     assert plain.fingerprint() != hf.fingerprint()  # so the equality above is about the velocity
 
 
-def test_a_low_rank_member_and_step_match_the_hf_backend(vllm_model_dir):
-    """Low-rank noise is drawn per HF tensor (each piece of a fused qkv or gate_up its own A·Bᵀ), as on hf."""
+@pytest.mark.parametrize("targets", ["all", "linear"])
+def test_a_low_rank_member_and_step_match_the_hf_backend(vllm_model_dir, targets):
+    """Low-rank noise is drawn per HF tensor (each piece of a fused qkv or gate_up its own A·Bᵀ), as on hf, and both
+    leave the same tensors alone under es.lowrank_targets=linear."""
     from seedcast.inference_server.backends.hf import HFBackend
 
-    engine = _engine(vllm_model_dir)
-    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian")
+    engine = _engine(vllm_model_dir, lowrank_targets=targets)
+    hf = HFBackend(vllm_model_dir, device="cpu", dtype="bfloat16", threads=2, noise="gaussian", lowrank_targets=targets)
     for backend in (engine, hf):
         backend.apply_update(UPDATE, rank=2)
     assert engine.fingerprint() == hf.fingerprint() != _engine(vllm_model_dir).fingerprint()
+    assert engine.info().lowrank_targets == targets
     assert not engine.info().batches_members  # vLLM serves low-rank members one at a time (docs/low-rank.md)
     base = greedy_logprobs(engine)
     for backend in (engine, hf):

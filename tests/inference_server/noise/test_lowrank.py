@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from seedcast.inference_server.noise.apply import apply_rule, write_perturbed
+from seedcast.inference_server.noise.gaussian import GAUSSIAN
 from seedcast.inference_server.noise.kinds import NOISE_KINDS, noise_source
-from seedcast.inference_server.noise.lowrank import CHUNK_ENTRIES, LowRankNoise, noise_of_rank
+from seedcast.inference_server.noise.lowrank import CHUNK_ENTRIES, LowRankNoise, frozen_tensors, noise_of_rank
 
 SHAPES = {
     "model.embed_tokens.weight": (600, 700),  # more than CHUNK_ENTRIES entries: several row blocks
@@ -95,3 +96,20 @@ def test_a_perturbation_and_its_mirrored_partner_come_from_one_draw():
     write_perturbed(master, source, 9, "model.layers.0.mlp.up_proj.weight", 0.1, [(plus, 1), (minus, -1)])
     noise = source.noise(9, "model.layers.0.mlp.up_proj.weight", master.shape)
     assert torch.equal(plus, noise * 0.1 + master) and torch.equal(minus, master - noise * 0.1)
+
+
+def test_linear_targets_freeze_1d_tensors_and_vocabulary_rows_and_a_step_leaves_them_bit_for_bit():
+    master = {
+        "embed.weight": torch.randn(50, 8),
+        "layer.proj.weight": torch.randn(12, 8),
+        "layer.norm.weight": torch.randn(8),
+        "head.weight": torch.randn(50, 8),
+    }
+    assert frozen_tensors("all", master, 50) == frozenset()
+    frozen = frozen_tensors("linear", master, 50)
+    assert frozen == {"embed.weight", "layer.norm.weight", "head.weight"}
+    before = {name: tensor.clone() for name, tensor in master.items()}
+    apply_rule(master, [(3, 0.5), (4, -0.25)], "plain", {}, {}, GAUSSIAN, threads=1, rank=2, frozen=frozen)
+    assert all(torch.equal(master[name], before[name]) == (name in frozen) for name in master)
+    with pytest.raises(ValueError, match="unknown low-rank targets"):
+        frozen_tensors("some", master, 50)
