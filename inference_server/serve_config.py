@@ -113,6 +113,21 @@ class ServeConfig(BaseModel):
         "leave room for the float32 master (4 bytes per parameter) (default: vLLM's).",
         json_schema_extra=_backend_option("vllm"),
     )
+    batch_members: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="vllm: generate up to this many low-rank members in one batch, each as a LoRA adapter built from "
+        "its seed (needs --lowrank-targets linear; 0: members one at a time).",
+        json_schema_extra=_backend_option("vllm"),
+    )
+    batch_max_rank: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="vllm with --batch-members: the highest member rank (es.rank) its adapters hold.",
+        json_schema_extra=_backend_option("vllm"),
+    )
     ready_file: str | None = Field(None, description="Write {port, pid} as JSON here once serving.")
     grace_seconds: float = Field(5.0, ge=0, description="Shutdown grace period in seconds.")
     metrics_port: int | None = Field(

@@ -188,7 +188,8 @@ class FleetConfig(Section):
         description="Low-rank members (es.perturbation=lowrank) a server generates together in one batch of "
         "members_per_batch × batch_size sequences, each carrying its member's perturbation as a correction to "
         "the shared weights; the population is cut into fixed groups of this many, so a member's batch mates "
-        "never depend on the fleet. 1 = one member at a time. Needs servers that batch members (hf).",
+        "never depend on the fleet. 1 = one member at a time. Needs servers that batch members: hf, or vllm with "
+        "es.lowrank_targets=linear (members as LoRA adapters; remote ones started with --batch-members G).",
     )
     member_deadline_seconds: float | None = Field(
         900.0,
@@ -295,6 +296,11 @@ class TrainConfig(Section):
             problems.append("set fleet.prompt_shards=1: batched members cover the whole prompt batch")
         if self.es.rounding != "nearest":
             problems.append("set es.rounding=nearest: batched members' perturbations are never rounded at all")
+        if self.model.backend == "vllm" and self.es.lowrank_targets != "linear":
+            problems.append(
+                "set es.lowrank_targets=linear: vllm servers batch members as LoRA adapters, which carry "
+                "the projection weights only"
+            )
         if problems:
             raise ValueError(f"fleet.members_per_batch={self.fleet.members_per_batch} needs: {'; '.join(problems)}")
         return self

@@ -53,6 +53,24 @@ def test_three_iterations_on_two_vllm_servers_export_through_the_hf_replay(tmp_p
     assert json.loads((out / "seedcast_export.json").read_text())["matches_servers"] is True
 
 
+def test_batched_low_rank_members_on_vllm_servers_train_and_export(tmp_path, vllm_model_dir):
+    batched = {
+        "model.backend": "vllm",
+        "iterations": 2,
+        "eval_every": 0,
+        "es.perturbation": "lowrank",
+        "es.lowrank_targets": "linear",
+        "fleet.members_per_batch": 2,
+    }
+    run, result = _train(tmp_path / "run", _overrides(vllm_model_dir, **batched))
+    assert all(r.members_ok == 4 and r.members_failed == 0 for r in result.metrics)
+    assert all(r.phase_seconds["perturb"] == 0.0 for r in result.metrics)  # generated together: never written
+    assert any(r.update_terms for r in result.metrics)
+    out = tmp_path / "exported"
+    assert main(["export", str(run.path), "--out", str(out)]) == 0
+    assert json.loads((out / "seedcast_export.json").read_text())["matches_servers"] is True
+
+
 def test_vllm_metrics_are_served_next_to_seedcast_metrics(tmp_path, vllm_model_dir):
     metrics_port = free_port()
     server = ServerProcess(

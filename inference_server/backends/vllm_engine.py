@@ -24,16 +24,18 @@ exposes only top-k log-probabilities, so such requests are refused; run evaluati
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from seedcast.inference_server.backends.base import Completion, GenerationStopped, Sampling
+from seedcast.inference_server.backends.base import BatchMember, Completion, GenerationStopped, Sampling
 from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.backends.devices import resolve_dtype
-from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
+from seedcast.inference_server.backends.member_adapters import lora_rank_slot
+from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation, PerturbationStateError
 from seedcast.inference_server.backends.vllm_support import (
     BackendUnavailableError,
     check_architecture,
@@ -68,6 +70,8 @@ class VLLMBackend(PerturbableBackend):
         reset_prefix_cache: bool = True,
         noise: str = "auto",
         lowrank_targets: str = ALL_TARGETS,
+        batch_members: int = 0,
+        batch_max_rank: int = 1,
     ) -> None:
         super().__init__()
         resolve_kind(noise, "cpu")  # an unknown kind fails before vLLM starts
@@ -82,6 +86,9 @@ class VLLMBackend(PerturbableBackend):
         self.device = resolve_vllm_device(device)
         self.noise_kind = noise_source(resolve_kind(noise, self.device.type)).kind
         self.lowrank_targets = lowrank_targets
+        self.batch_max_rank = batch_max_rank
+        self._adapter_ids = 0  # LoRA ids handed out so far: each member adapter gets a new one
+        self._batching_problem = _batching_problem(batch_members, lowrank_targets)
         self.dtype = resolve_dtype(dtype, self.device)
         self.threads = threads or (os.cpu_count() or 1)
         self.location = checkpoint_location(model)
@@ -103,6 +110,10 @@ class VLLMBackend(PerturbableBackend):
             engine_options["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:
             engine_options["max_model_len"] = max_model_len
+        if batch_members:  # members as LoRA adapters, up to batch_members of them in one batch
+            slot = lora_rank_slot(batch_max_rank)
+            engine_options.update(enable_lora=True, max_loras=batch_members, max_cpu_loras=batch_members)
+            engine_options["max_lora_rank"] = slot
         self.reset_prefix_cache = reset_prefix_cache  # False only in the test that shows why it is needed
         self.llm = vllm.LLM(
             model=self.location,
@@ -160,10 +171,13 @@ class VLLMBackend(PerturbableBackend):
         return self.llm.collective_rpc("seedcast_engine_weights")[0]
 
     # ----- generation ----------------------------------------------------------------------
-    def _run_requests(self, requests: list[dict], params: list[Any], stop: threading.Event | None) -> list[Any]:
+    def _run_requests(
+        self, requests: list[dict], params: list[Any], stop: threading.Event | None, adapters: list | None = None
+    ) -> list[Any]:
         """What `LLM.generate` does (enqueue, then step the engine until every request finished), with a look
-        at `stop` before each step: a cancelled call aborts its requests instead of holding the engine."""
-        internal_ids = self.llm.enqueue(requests, params, use_tqdm=False)
+        at `stop` before each step: a cancelled call aborts its requests instead of holding the engine. `adapters`:
+        a LoRARequest per request (batched members)."""
+        internal_ids = self.llm.enqueue(requests, params, lora_request=adapters, use_tqdm=False)
         engine = self.llm.llm_engine
         finished: list[Any] = []
         while engine.has_unfinished_requests():
@@ -191,6 +205,14 @@ class VLLMBackend(PerturbableBackend):
                 "run `seedcast eval` against hf servers"
             )
         self.sync_weights()
+        requests, params = self._requests(prompts, system_prompt, sampling, sampling.seed)
+        return [_completions(output) for output in self._run_requests(requests, params, stop)]
+
+    def _requests(
+        self, prompts: list[str], system_prompt: str, sampling: Sampling, seed: int
+    ) -> tuple[list[dict], list[Any]]:
+        """One request per prompt (its token ids) and its sampling parameters; prompt i samples with its own seed
+        derived from `seed`."""
         greedy = sampling.temperature <= 0
         eos = self.tokenizer.eos_token_id
         requests, params = [], []
@@ -202,16 +224,82 @@ class VLLMBackend(PerturbableBackend):
                     temperature=0.0 if greedy else sampling.temperature,
                     top_p=1.0 if greedy else sampling.top_p,
                     max_tokens=sampling.max_new_tokens,
-                    seed=None if greedy else sampling_seed(sampling.seed, index),
+                    seed=None if greedy else sampling_seed(seed, index),
                     stop_token_ids=[eos] if eos is not None else None,
                     skip_special_tokens=True,
                 )
             )
-        outputs = self._run_requests(requests, params, stop)
-        return [
-            [
-                Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")
-                for choice in output.outputs
-            ]
-            for output in outputs
-        ]
+        return requests, params
+
+    def batching_problem(self) -> str | None:
+        """Why this server cannot generate many low-rank members in one batch (None: it can)."""
+        return self._batching_problem
+
+    def generate_members(
+        self,
+        members: list[BatchMember],
+        sampling_seeds: list[int],
+        prompts: list[str],
+        sampling: Sampling,
+        system_prompt: str = "",
+        stop: threading.Event | None = None,
+    ) -> list[list[list[Completion]]]:
+        """Per member, per prompt, `samples_per_prompt` completions: every member's requests in one continuous
+        batch, each with the member's LoRA adapter (member_adapters.py, built from its seed on the worker); member
+        i's prompt j samples with a seed derived from `sampling_seeds[i]`. The shared weights stay cast(master)."""
+        if self._batching_problem is not None:
+            raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
+        if self.perturbed:
+            raise PerturbationStateError("generate_members() called during a perturbation; call restore() first")
+        highest = max(member.rank for member in members)
+        if highest > self.batch_max_rank:
+            raise ValueError(
+                f"members of rank {highest} exceed this server's --batch-max-rank {self.batch_max_rank}; "
+                f"restart it with --batch-max-rank {highest}"
+            )
+        self.sync_weights()
+        described = [(m.seed, m.sigma, m.sign, m.rank) for m in members]
+        with tempfile.TemporaryDirectory(prefix="seedcast-members-") as directory:
+            folders = next(
+                f for f in self.llm.collective_rpc("seedcast_member_adapters", args=(described, directory)) if f
+            )
+            adapters = [self._lora_request(folder) for folder in folders]
+            requests, params, per_request = [], [], []
+            for member_index, adapter in enumerate(adapters):
+                asked, options = self._requests(prompts, system_prompt, sampling, sampling_seeds[member_index])
+                requests += asked
+                params += options
+                per_request += [adapter] * len(asked)
+            try:
+                outputs = self._run_requests(requests, params, stop, per_request)
+            finally:
+                for adapter in adapters:  # ids are never reused: a cached adapter would be another member
+                    self.llm.llm_engine.remove_lora(adapter.lora_int_id)
+        answers = [_completions(output) for output in outputs]
+        return [answers[i * len(prompts) : (i + 1) * len(prompts)] for i in range(len(members))]
+
+    def _lora_request(self, folder: str) -> Any:
+        from vllm.lora.request import LoRARequest
+
+        self._adapter_ids += 1
+        return LoRARequest(f"seedcast-member-{self._adapter_ids}", self._adapter_ids, folder)
+
+
+def _batching_problem(batch_members: int, lowrank_targets: str) -> str | None:
+    """Why a vllm server started with these options cannot batch members (None: it can)."""
+    if batch_members < 1:
+        return "vllm servers batch members only when started with --batch-members G (members as LoRA adapters)"
+    if lowrank_targets != "linear":
+        return (
+            "vLLM's LoRA adapters carry the projection weights only: start the server with --lowrank-targets linear "
+            "(and train with es.lowrank_targets=linear)"
+        )
+    return None
+
+
+def _completions(output: Any) -> list[Completion]:
+    """A vLLM RequestOutput's choices as Completions."""
+    return [
+        Completion(text=choice.text, tokens=len(choice.token_ids), truncated=choice.finish_reason == "length")
+        for choice in output.outputs
+    ]

@@ -30,9 +30,12 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
+from pathlib import Path
 
 import torch
 
+from seedcast.inference_server.backends.base import BatchMember
+from seedcast.inference_server.backends.member_adapters import write_member_adapter
 from seedcast.inference_server.backends.vllm_support import check_master_fits
 from seedcast.inference_server.noise.apply import apply_rule, perturbed_master, weights_fingerprint
 from seedcast.inference_server.noise.kinds import ALL_TARGETS, noise_source
@@ -188,6 +191,22 @@ class SeedcastWorkerExtension:
         )
         if write:
             self.seedcast_restore()
+
+    def seedcast_member_adapters(self, members: list[tuple[int, float, int, int]], directory: str) -> list[str]:
+        """Write each member's (seed, σ, sign, rank) LoRA adapter under `directory` (member_adapters.py) and return
+        the folders; only the first worker writes (every worker holds the same master), the others return []."""
+        if getattr(self, "rank", 0) != 0:
+            return []
+        master = self._seedcast_master
+        shapes = {name: tensor.shape for name, tensor in master.items()}
+        device = next(iter(master.values())).device
+        folders = []
+        for index, (seed, sigma, sign, rank) in enumerate(members):
+            folder = Path(directory) / f"member-{index}"
+            member = BatchMember(int(seed), float(sigma), int(sign), int(rank))
+            write_member_adapter(folder, member, shapes, self._seedcast_frozen, self._seedcast_noise, device)
+            folders.append(str(folder))
+        return folders
 
     def seedcast_fingerprint(self) -> str:
         """Fingerprint of the float32 master (the same function as the hf backend's)."""

@@ -58,6 +58,14 @@ class LocalFleet:
         first = (index * threads) % cores
         return f"{first}-{min(first + threads, cores) - 1}"
 
+    def batching_options(self) -> dict[str, int]:
+        """What a local vllm server needs to batch the run's members (fleet.members_per_batch): one LoRA slot per
+        member of a group, of the run's rank. hf servers batch without options."""
+        fleet, es = self.config.fleet, self.config.es
+        if self.config.model.backend != "vllm" or fleet.members_per_batch < 2:
+            return {}
+        return {"batch_members": fleet.members_per_batch, "batch_max_rank": es.perturbation_rank}
+
     def serve_config(self, index: int) -> ServeConfig:
         """The options of local server `index`: loopback, a free port, the run's model, noise and evaluator."""
         model, fleet = self.config.model, self.config.fleet
@@ -74,6 +82,7 @@ class LocalFleet:
             lowrank_targets=self.config.es.lowrank_targets,
             pair_cache=fleet.pair_cache,
             cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
+            **self.batching_options(),
             ready_file=str(self._ready_dir / f"server-{index}.json"),
             token_file=fleet.token_file,
             metrics_port=None if fleet.local_metrics_port is None else fleet.local_metrics_port + index,

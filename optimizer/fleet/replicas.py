@@ -219,7 +219,8 @@ class Fleet:
             message = (
                 f"server {client.address} ({state.backend or 'an older version'}) generates members one at a time, "
                 f"but fleet.members_per_batch={self.config.members_per_batch} sends it groups to generate together; "
-                "use hf servers of this version, or set fleet.members_per_batch=1"
+                "use hf servers of this version, vllm servers started with "
+                "`--batch-members G --lowrank-targets linear`, or set fleet.members_per_batch=1"
             )
             return BatchingUnsupportedError, message, "no-member-batches"
         if state.step > len(self.steps):

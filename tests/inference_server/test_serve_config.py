@@ -15,6 +15,7 @@ from seedcast.inference_server.serve_config import (
     serve_config_from_args,
     write_serve_config,
 )
+from seedcast.optimizer.config import ConfigError
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.fleet.local import LocalFleet
 
@@ -58,11 +59,23 @@ def test_options_of_another_backend_are_refused_by_name(capsys):
 
 def test_each_backend_receives_only_its_options():
     hf = ServeConfig(threads=2).backend_options()
-    assert set(hf) == {"model", "device", "dtype", "threads", "noise", "pair_cache"} and hf["threads"] == 2
+    assert set(hf) == {"model", "device", "dtype", "threads", "noise", "lowrank_targets", "pair_cache"}
+    assert hf["threads"] == 2
     assert hf["pair_cache"] == "auto" and "pair_cache" not in ServeConfig(pair_cache=False).backend_options()
     assert "pair_cache" not in ServeConfig(backend="vllm").backend_options()  # auto is off where it does not exist
     vllm = ServeConfig(backend="vllm", kv_cache_gib=2.0, pair_cache=True).backend_options()
-    assert {"cpu_cores", "kv_cache_gib", "gpu_memory_utilization", "pair_cache"} <= set(vllm)
+    assert {"cpu_cores", "kv_cache_gib", "gpu_memory_utilization", "pair_cache", "batch_members"} <= set(vllm)
+
+
+def test_local_vllm_servers_are_started_to_batch_the_runs_member_groups(tmp_path):
+    lowrank = ["es.perturbation=lowrank", "es.rank=4", "fleet.members_per_batch=8", "fleet.local=1"]
+    vllm = load_config(overrides=[*lowrank, "model.backend=vllm", "es.lowrank_targets=linear"])
+    options = LocalFleet(vllm, tmp_path).serve_config(0)
+    assert (options.batch_members, options.batch_max_rank, options.lowrank_targets) == (8, 4, "linear")
+    hf = LocalFleet(load_config(overrides=lowrank), tmp_path).serve_config(0)
+    assert (hf.batch_members, hf.lowrank_targets) == (0, "all")  # hf batches without LoRA slots
+    with pytest.raises(ConfigError, match="set es.lowrank_targets=linear: vllm servers batch members"):
+        load_config(overrides=[*lowrank, "model.backend=vllm"])
 
 
 def test_local_servers_get_the_runs_model_noise_and_evaluator(tmp_path):

@@ -323,7 +323,7 @@ def test_a_low_rank_member_and_step_match_the_hf_backend(vllm_model_dir, targets
         backend.apply_update(UPDATE, rank=2)
     assert engine.fingerprint() == hf.fingerprint() != _engine(vllm_model_dir).fingerprint()
     assert engine.info().lowrank_targets == targets
-    assert not engine.info().batches_members  # vLLM serves low-rank members one at a time (docs/low-rank.md)
+    assert not engine.info().batches_members  # without --batch-members, one member at a time (docs/low-rank.md)
     base = greedy_logprobs(engine)
     for backend in (engine, hf):
         backend.perturb(31, 0.05, 1, rank=2)
