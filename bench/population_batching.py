@@ -3,13 +3,15 @@ generated together in batches of G (fleet.members_per_batch), and against the li
 of the same G × prompts sequences with the unperturbed model.
 
 Every mode generates the same population (N members, mirrored pairs) on the same prompts with the same sampling,
-on the hf backend in this process; the modes are interleaved round by round and the median of each is reported,
-so load from elsewhere on the machine affects them alike. Peak memory is measured per mode in a fresh process
-(`--memory`), as a server would hold it. Prints a table and writes JSON.
+on one backend in this process (hf, or vllm with `--backend vllm`: members batched as LoRA adapters, so its
+low-rank members are those of es.lowrank_targets=linear); the modes are interleaved round by round and the median
+of each is reported, so load from elsewhere on the machine affects them alike. Peak memory is measured per mode in
+a fresh process (`--memory`), as a server would hold it. Prints a table and writes JSON.
 
     python bench/population_batching.py                                   # bundled SmolLM2-135M
     python bench/population_batching.py --population 32 --prompts 32 --groups 1 4 8 16 32 --memory
     python bench/population_batching.py --device cuda --dtype bfloat16    # on a GPU
+    python bench/population_batching.py --backend vllm --groups 4 8       # vLLM multi-LoRA (the vLLM env)
 """
 
 from __future__ import annotations
@@ -65,9 +67,13 @@ def run_mode(backend: HFBackend, mode: str, group: int, args, prompts: list[str]
 
 
 def _backend(args) -> HFBackend:
-    return HFBackend(
-        args.model, device=args.device, dtype=args.dtype, threads=args.threads, noise=args.noise, max_batch=4096
-    )
+    options = {"device": args.device, "dtype": args.dtype, "threads": args.threads, "noise": args.noise}
+    if args.backend == "vllm":
+        from seedcast.inference_server.backends.vllm_engine import VLLMBackend
+
+        batching = {"batch_members": max(args.groups), "batch_max_rank": args.rank}
+        return VLLMBackend(args.model, **options, lowrank_targets="linear", **batching)
+    return HFBackend(args.model, **options, max_batch=4096, lowrank_targets=args.lowrank_targets)
 
 
 def _modes(args) -> list[tuple[str, int]]:
@@ -93,6 +99,8 @@ def peak_memory(args, mode: str, group: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=BUNDLED_MODEL)
+    parser.add_argument("--backend", choices=["hf", "vllm"], default="hf")
+    parser.add_argument("--lowrank-targets", choices=["all", "linear"], default="all", help="hf (vllm: linear)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=None)
@@ -143,7 +151,8 @@ def main() -> None:
 
     info = backend.info()
     print(
-        f"\n{info.model}: {info.parameters / 1e6:.1f} M parameters, {info.device}, {info.dtype}, {info.noise} noise; "
+        f"\n{info.model} on {info.backend}: {info.parameters / 1e6:.1f} M parameters, {info.device}, {info.dtype}, "
+        f"{info.noise} noise, low-rank targets {info.lowrank_targets}; "
         f"population {args.population}, {args.prompts} prompts, {args.max_new_tokens} tokens, T = {args.temperature}, "
         f"rank {args.rank}; median of {args.rounds} interleaved rounds\n"
     )

