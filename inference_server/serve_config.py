@@ -113,6 +113,21 @@ class ServeConfig(BaseModel):
         "leave room for the float32 master (4 bytes per parameter) (default: vLLM's).",
         json_schema_extra=_backend_option("vllm"),
     )
+    tensor_parallel_size: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="vllm: GPUs one server spreads each layer over (a model larger than one card).",
+        json_schema_extra=_backend_option("vllm"),
+    )
+    pipeline_parallel_size: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="vllm: GPUs one server spreads its layers over, in stages (with --tensor-parallel-size, "
+        "tensor × pipeline GPUs a server).",
+        json_schema_extra=_backend_option("vllm"),
+    )
     batch_members: int = Field(
         0,
         ge=0,

@@ -7,6 +7,7 @@ and what to set, before anything starts.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +30,8 @@ from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es_config import ESConfig
 from seedcast.optimizer.tracker_names import ReportTo
 from seedcast.proto.transport import plaintext_allowed, split_address
+
+LOCAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")  # what fleet.local_devices may name
 
 
 class ModelConfig(Section):
@@ -163,6 +166,12 @@ class FleetConfig(Section):
     threads_per_server: int | None = Field(
         None, ge=1, description="Torch threads per local server; default: cores / local."
     )
+    local_devices: list[str] | Literal["auto"] | None = Field(
+        None,
+        description="Where the servers fleet.local starts run: server i on entry i modulo the list, e.g. "
+        "[cuda:0, cuda:1] (a vllm server then sees only its GPU through CUDA_VISIBLE_DEVICES); auto: one server "
+        "per visible GPU in turn (model.device when none is visible). Default: model.device for every server.",
+    )
     connect_timeout_seconds: float = Field(30.0, gt=0, description="How long to wait for a server to answer.")
     start_timeout_seconds: float = Field(600.0, gt=0, description="How long a local server may take to load.")
     pair_cache: bool | Literal["auto"] = Field(
@@ -234,6 +243,14 @@ class FleetConfig(Section):
                     f"fleet.servers: {address} is not on loopback; set fleet.tls_ca to talk TLS to it, or "
                     "fleet.insecure=true on a network you trust"
                 )
+        if isinstance(self.local_devices, list):
+            if not self.local_devices:
+                problems.append("fleet.local_devices: an empty list; name devices (cuda:0, ...), auto, or leave it out")
+            problems += [
+                f"fleet.local_devices: {device!r} is not cpu, cuda or cuda:N"
+                for device in self.local_devices
+                if not LOCAL_DEVICE.fullmatch(device)
+            ]
         if bool(self.tls_cert) != bool(self.tls_key):
             problems.append("fleet.tls_cert and fleet.tls_key go together: set both or neither")
         if (self.quorum is None) != (self.iteration_deadline_seconds is None):

@@ -69,6 +69,7 @@ class VLLMBackend(PerturbableBackend):
         kv_cache_gib: float = 1.0,
         gpu_memory_utilization: float | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
         max_model_len: int | None = None,
         enforce_eager: bool = False,
         reset_prefix_cache: bool = True,
@@ -124,7 +125,8 @@ class VLLMBackend(PerturbableBackend):
             dtype=str(self.dtype).removeprefix("torch."),
             seed=0,
             tensor_parallel_size=tensor_parallel_size,
-            distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
+            pipeline_parallel_size=pipeline_parallel_size,
+            distributed_executor_backend="uni" if tensor_parallel_size * pipeline_parallel_size == 1 else "mp",
             # On CPU the GEMM handles are re-packed after each write; a compiled graph could hold old ones.
             enforce_eager=True if on_cpu else bool(enforce_eager),
             worker_extension_cls=WORKER_EXTENSION,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -12,6 +13,9 @@ from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
 from seedcast.proto.errors import SeedcastError
 from seedcast.proto.transport import AUTH_HEADER, GRPC_OPTIONS, bearer, read_secret, read_token
+
+if TYPE_CHECKING:
+    from seedcast.optimizer.config import FleetConfig
 
 
 class ServerUnreachableError(SeedcastError, ConnectionError):
@@ -44,6 +48,17 @@ class ClientSecurity:
             read_secret(cert, "TLS client certificate"),
             server_name,
             read_token(token_file),
+        )
+
+    @classmethod
+    def of_fleet(cls, fleet: FleetConfig) -> ClientSecurity:
+        """What the run's fleet section names: its CA, client certificate and key, server name and token file."""
+        return cls.from_files(
+            ca=fleet.tls_ca,
+            cert=fleet.tls_cert,
+            key=fleet.tls_key,
+            server_name=fleet.tls_server_name,
+            token_file=fleet.token_file,
         )
 
     def plaintext(self) -> ClientSecurity:

@@ -36,6 +36,13 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log)"
 
 
+def visible_gpu_count() -> int:
+    """GPUs this process can see (0 without CUDA): what fleet.local_devices=auto spreads the servers over."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 class LocalFleet:
     """N local `seedcast serve` processes for one run."""
 
@@ -58,6 +65,23 @@ class LocalFleet:
         first = (index * threads) % cores
         return f"{first}-{min(first + threads, cores) - 1}"
 
+    def devices(self) -> list[str] | None:
+        """The devices fleet.local_devices names (auto: every visible GPU), None for model.device everywhere."""
+        chosen = self.config.fleet.local_devices
+        if chosen == "auto":
+            return [f"cuda:{index}" for index in range(visible_gpu_count())] or None
+        return chosen
+
+    def placement(self, index: int) -> tuple[str, dict[str, str]]:
+        """Local server `index`'s device and the environment it needs: its entry of fleet.local_devices (in
+        turn); a vllm server on cuda:N is told `cuda` and sees only GPU N through CUDA_VISIBLE_DEVICES, because
+        vLLM places its workers on the devices it can see."""
+        devices = self.devices()
+        device = devices[index % len(devices)] if devices else self.config.model.device
+        if self.config.model.backend == "vllm" and device.startswith("cuda:"):
+            return "cuda", {"CUDA_VISIBLE_DEVICES": device.removeprefix("cuda:")}
+        return device, {}
+
     def batching_options(self) -> dict[str, int]:
         """What a local vllm server needs to batch the run's members (fleet.members_per_batch): one LoRA slot per
         member of a group, of the run's rank. hf servers batch without options."""
@@ -69,13 +93,14 @@ class LocalFleet:
     def serve_config(self, index: int) -> ServeConfig:
         """The options of local server `index`: loopback, a free port, the run's model, noise and evaluator."""
         model, fleet = self.config.model, self.config.fleet
-        vllm_on_cpu = model.backend == "vllm" and model.device in ("auto", "cpu")
+        device, _ = self.placement(index)
+        vllm_on_cpu = model.backend == "vllm" and device in ("auto", "cpu")
         return ServeConfig(
             backend=model.backend,
             model=model.name,
             host="127.0.0.1",
             port=0,
-            device=model.device,
+            device=device,
             dtype=model.dtype,
             threads=self.threads_per_server(),
             noise=self.noise,
@@ -111,8 +136,11 @@ class LocalFleet:
             command = [sys.executable, "-m", "seedcast.inference_server", "--config", str(config_path)]
             log_path = self.logs_dir / f"server-{index}.log"
             with log_path.open("ab") as log_file:
+                environment = {**os.environ, **self.placement(index)[1]}
                 self.processes.append(
-                    subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                    subprocess.Popen(
+                        command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
+                    )
                 )
         deadline = time.monotonic() + self.config.fleet.start_timeout_seconds
         for index, process in enumerate(self.processes):

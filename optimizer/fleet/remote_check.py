@@ -16,13 +16,7 @@ from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch,
 async def remote_server_problems(config: TrainConfig) -> list[str]:
     """One line per remote server that cannot serve this run: unreachable, another model, or no evaluator."""
     fleet = config.fleet
-    security = ClientSecurity.from_files(
-        ca=fleet.tls_ca,
-        cert=fleet.tls_cert,
-        key=fleet.tls_key,
-        server_name=fleet.tls_server_name,
-        token_file=fleet.token_file,
-    )
+    security = ClientSecurity.of_fleet(fleet)
     evaluator = config.task.evaluator_spec()
     clients = [ServerClient(address, security) for address in dict.fromkeys([*fleet.servers, *listed_servers(fleet)])]
     try:

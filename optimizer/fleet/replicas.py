@@ -80,13 +80,7 @@ class Fleet:
         recorded it (stopped while broadcasting that step), `fingerprint_before_last`, from the durable log, is
         the reference instead: servers are checked against it one step earlier (`_start_before_last`)."""
         fleet = self.config
-        security = ClientSecurity.from_files(
-            ca=fleet.tls_ca,
-            cert=fleet.tls_cert,
-            key=fleet.tls_key,
-            server_name=fleet.tls_server_name,
-            token_file=fleet.token_file,
-        )
+        security = ClientSecurity.of_fleet(fleet)
         self.remote_security = security
         self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
         self.active.extend(ServerClient(address, known) for address, known in self.known.items())
