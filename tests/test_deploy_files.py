@@ -140,3 +140,48 @@ def test_dashboards_are_generated_and_templated():
             for target in panel["targets"]:
                 if "rate(" in target["expr"]:
                     assert "[$__rate_interval]" in target["expr"], (panel["title"], target["expr"])
+
+
+SBATCH = DEPLOY / "slurm" / "seedcast.sbatch"
+FAKE_SLURM = {
+    # Test doubles for the cluster: srun runs its command once per task (two per node) with that task's id;
+    # scontrol names two nodes; seedcast records its arguments, one call a line (`train` once both servers have).
+    "srun": 'shift; for id in 0 1; do SLURM_LOCALID=$id "$@"; done',
+    "scontrol": 'printf "node-a\\nnode-b\\n"',
+    "seedcast": 'if [[ $1 == train ]]; then for _ in $(seq 50); do [[ $(grep -c serve "$CALLS" 2>/dev/null) == 2 ]] '
+    '&& break; sleep 0.1; done; fi; printf "%s\\0" "$@" >> "$CALLS"; printf "\\n" >> "$CALLS"',
+}
+
+
+def test_the_slurm_recipe_starts_a_server_per_task_and_trains_against_all_of_them(tmp_path, monkeypatch):
+    from seedcast.cli import build_parser, parse_args
+    from seedcast.inference_server.serve_config import serve_config_from_args
+    from seedcast.optimizer.config_files import load_config
+
+    assert subprocess.run(["bash", "-n", str(SBATCH)], check=False).returncode == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in FAKE_SLURM.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    environment = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": "node-[a-b]",
+        "SLURM_NTASKS_PER_NODE": "2",
+        "CONFIG": str(ROOT / "configs" / "synthetic-cpu.yaml"),
+    }
+    subprocess.run(["bash", str(SBATCH)], cwd=tmp_path, env=environment, check=True, capture_output=True)
+    recorded = [line.split("\0")[:-1] for line in calls.read_text().splitlines()]
+    serves, trains = recorded[:-1], recorded[-1]
+    assert len(serves) == 2 and trains[0] == "train"  # one node's two tasks in this double; then the optimizer
+    ports = [serve_config_from_args(build_parser().parse_args(argv)).port for argv in serves]
+    assert ports == [50051, 50052]
+    servers = (tmp_path / "seedcast-job-42" / "servers.txt").read_text().split()
+    assert servers == ["node-a:50051", "node-a:50052", "node-b:50051", "node-b:50052"]
+    args = parse_args(trains)
+    monkeypatch.chdir(tmp_path)  # the recipe's paths are relative to where it was submitted
+    config = load_config(args.config, overrides=args.overrides)  # every key the recipe sets exists and validates
+    assert config.fleet.servers_file.endswith("servers.txt") and config.fleet.local == 0 and config.fleet.insecure
