@@ -28,6 +28,7 @@ from seedcast.inference_server.serve_config import (
 from seedcast.optimizer.config_section import ConfigError as ConfigError  # re-exported: where callers look
 from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es_config import ESConfig
+from seedcast.optimizer.fleet.discovery import is_discovered, name_and_port
 from seedcast.optimizer.tracker_names import ReportTo
 from seedcast.proto.transport import plaintext_allowed, split_address
 
@@ -156,7 +157,11 @@ class GRPOConfig(Section):
 class FleetConfig(Section):
     """Which inference servers do the work."""
 
-    servers: list[str] = Field(default_factory=list, description="Running servers as host:port.")
+    servers: list[str] = Field(
+        default_factory=list,
+        description="Running servers as host:port; dns:///NAME:PORT stands for every address NAME resolves to "
+        "(a Kubernetes headless Service), resolved again before every iteration.",
+    )
     servers_file: str | None = Field(
         None,
         description="File of host:port lines, re-read before every iteration: "
@@ -234,7 +239,7 @@ class FleetConfig(Section):
             problems.append(f"fleet.servers_file: file {self.servers_file} does not exist")
         for address in self.servers:
             try:
-                host, _ = split_address(address)
+                host, _ = name_and_port(address) if is_discovered(address) else split_address(address)
             except ValueError as error:
                 problems.append(f"fleet.servers: {error}")
                 continue

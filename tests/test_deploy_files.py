@@ -61,9 +61,9 @@ def test_servers_probe_grpc_health_and_request_gpus():
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     job = next(doc for doc in _all_k8s() if doc["kind"] == "Job")
     command = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
-    replicas = statefulset["spec"]["replicas"]
-    for index in range(replicas):
-        assert f"seedcast-server-{index}.seedcast-server:50051" in command
+    port = container["ports"][0]["containerPort"]
+    assert f"--servers dns:///{service['metadata']['name']}:{port}" in command  # every ready pod, however many
+    assert f"fleet.tls_server_name={statefulset['metadata']['name']}-0.{service['metadata']['name']}" in command
 
 
 def test_train_config_in_the_configmap_validates(tmp_path):
@@ -74,9 +74,11 @@ def test_train_config_in_the_configmap_validates(tmp_path):
     path.write_text(configmap["data"]["train.yaml"])
     ca = tmp_path / "ca.crt"
     ca.write_text("placeholder")
-    load_config(
-        path, ["fleet.servers=[seedcast-server-0.seedcast-server:50051]", "fleet.local=0", f"fleet.tls_ca={ca}"]
-    )
+    job = next(doc for doc in _all_k8s() if doc["kind"] == "Job")
+    arguments = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"]).split()
+    servers = arguments[arguments.index("--servers") + 1]
+    assert servers == "dns:///seedcast-server:50051"  # the headless Service: scaling needs no edit here
+    load_config(path, [f"fleet.servers=[{servers}]", "fleet.local=0", f"fleet.tls_ca={ca}"])
 
 
 def test_servers_and_optimizer_agree_on_tls_and_token():

@@ -10,6 +10,7 @@ import asyncio
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_section import ConfigError
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
+from seedcast.optimizer.fleet.discovery import expand
 from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, run_targets, targets_mismatch
 
 
@@ -18,7 +19,8 @@ async def remote_server_problems(config: TrainConfig) -> list[str]:
     fleet = config.fleet
     security = ClientSecurity.of_fleet(fleet)
     evaluator = config.task.evaluator_spec()
-    clients = [ServerClient(address, security) for address in dict.fromkeys([*fleet.servers, *listed_servers(fleet)])]
+    addresses = dict.fromkeys([*expand(fleet.servers), *listed_servers(fleet)])
+    clients = [ServerClient(address, security) for address in addresses]
     try:
         answers = await asyncio.gather(
             *(client.wait_ready(fleet.connect_timeout_seconds, evaluator) for client in clients),

@@ -24,6 +24,7 @@ from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
 from seedcast.optimizer.config import FleetConfig
 from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
+from seedcast.optimizer.fleet.discovery import expand, is_discovered
 from seedcast.optimizer.fleet.local import LocalFleet
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError
 from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, targets_mismatch
@@ -68,6 +69,7 @@ class Fleet:
         self.fingerprint = ""
         self.local_fleet = local_fleet
         self.noise = ""  # the run's noise kind, chosen by start()
+        self.discovered: set[str] = set()  # the addresses dns:/// entries resolved to, last time
 
     # ----- lifecycle -----------------------------------------------------------------------
     async def start(
@@ -82,7 +84,7 @@ class Fleet:
         fleet = self.config
         security = ClientSecurity.of_fleet(fleet)
         self.remote_security = security
-        self.known = {address: security for address in [*fleet.servers, *self._listed_servers()]}
+        self.known = {address: security for address in self._named_servers()}
         self.active.extend(ServerClient(address, known) for address, known in self.known.items())
         states = await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
         self.noise = self.choose_noise({c.address: s.noise for c, s in zip(self.active, states, strict=True)})
@@ -281,16 +283,25 @@ class Fleet:
             raise FleetExhaustedError(f"no inference server applied step {step.step} or could rejoin")
         return self.fingerprint
 
-    def _listed_servers(self) -> list[str]:
-        return listed_servers(self.config)
+    def _named_servers(self) -> list[str]:
+        """The servers the fleet section names now: fleet.servers (dns:/// entries resolved now) and the lines of
+        fleet.servers_file; the addresses found by DNS are remembered in `discovered`."""
+        found = expand(entry for entry in self.config.servers if is_discovered(entry))
+        self.discovered = set(found)
+        static = [entry for entry in self.config.servers if not is_discovered(entry)]
+        return list(dict.fromkeys([*static, *found, *listed_servers(self.config)]))
 
     async def readmit(self) -> None:
         """Sync and readmit servers that left the active set (or restarted), if their weights agree."""
-        for address in self._listed_servers():
+        before = self.discovered
+        for address in self._named_servers():
             if address not in self.known:
-                log.info("server %s listed in %s; it joins after a Sync", address, self.config.servers_file)
+                log.info("server %s is new to the fleet section; it joins after a Sync", address)
                 self.known[address] = self.remote_security
         active_addresses = {c.address for c in self.active}
+        for gone in before - self.discovered - active_addresses:  # no longer resolves: forgotten, not retried
+            log.info("server %s no longer resolves; forgotten", gone)
+            self.known.pop(gone, None)
         waiting = [a for a in self.known if a not in active_addresses and a not in self.fenced]
         if not waiting:
             self.metrics.servers_up.set(len(self.active))
