@@ -9,8 +9,10 @@ fleet.tls_server_name to a name the servers' certificate holds, since the fleet 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterable
 
 from seedcast.proto.transport import split_address
@@ -43,6 +45,17 @@ def resolve(entry: str, lookup: Lookup | None = None) -> list[str]:
         return []
     hosts = {info[4][0] for info in found}
     return sorted(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host in hosts)
+
+
+async def wait_for_addresses(entry: str, timeout_seconds: float, poll_seconds: float = 1.0) -> list[str]:
+    """What `entry` resolves to, waiting up to `timeout_seconds` for it to resolve to anything (a headless Service
+    lists its pods only once they are ready); [] when it never did."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        found = await asyncio.to_thread(resolve, entry)
+        if found or time.monotonic() >= deadline:
+            return found
+        await asyncio.sleep(min(poll_seconds, max(0.0, deadline - time.monotonic())))
 
 
 def expand(entries: Iterable[str], lookup: Lookup | None = None) -> list[str]:

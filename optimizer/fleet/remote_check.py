@@ -10,7 +10,7 @@ import asyncio
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_section import ConfigError
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
-from seedcast.optimizer.fleet.discovery import expand
+from seedcast.optimizer.fleet.discovery import is_discovered, wait_for_addresses
 from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, run_targets, targets_mismatch
 
 
@@ -19,7 +19,19 @@ async def remote_server_problems(config: TrainConfig) -> list[str]:
     fleet = config.fleet
     security = ClientSecurity.of_fleet(fleet)
     evaluator = config.task.evaluator_spec()
-    addresses = dict.fromkeys([*expand(fleet.servers), *listed_servers(fleet)])
+    problems, named = [], []
+    for entry in fleet.servers:
+        if not is_discovered(entry):
+            named.append(entry)
+            continue
+        found = await wait_for_addresses(entry, fleet.connect_timeout_seconds)
+        if not found:
+            problems.append(
+                f"{entry} resolved to no address within {fleet.connect_timeout_seconds:g} s "
+                "(fleet.connect_timeout_seconds): is any server ready behind that name?"
+            )
+        named.extend(found)
+    addresses = dict.fromkeys([*named, *listed_servers(fleet)])
     clients = [ServerClient(address, security) for address in addresses]
     try:
         answers = await asyncio.gather(
@@ -28,7 +40,6 @@ async def remote_server_problems(config: TrainConfig) -> list[str]:
         )
     finally:
         await asyncio.gather(*(client.close() for client in clients))
-    problems = []
     for client, answer in zip(clients, answers, strict=True):
         if isinstance(answer, ServerUnreachableError):
             problems.append(str(answer))

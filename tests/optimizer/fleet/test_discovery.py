@@ -84,3 +84,26 @@ def test_scaling_the_service_adds_and_forgets_servers(monkeypatch):
 
     seen, port = asyncio.run(scenario())
     assert seen == [[f"127.0.0.1:{port}"], [f"127.0.0.1:{port}", f"127.0.0.2:{port}"], [f"127.0.0.2:{port}"]]
+
+
+def test_a_name_is_waited_for_until_a_server_is_ready_behind_it(monkeypatch):
+    calls = []
+
+    def ready_on_the_third_look(name, port, **_):
+        calls.append(name)
+        return _answers("10.0.0.3") if len(calls) >= 3 else []
+
+    monkeypatch.setattr(discovery, "LOOKUP", ready_on_the_third_look)
+    found = asyncio.run(discovery.wait_for_addresses("dns:///s:1", timeout_seconds=10, poll_seconds=0.01))
+    assert found == ["10.0.0.3:1"] and len(calls) == 3
+
+
+def test_a_name_that_never_resolves_stops_the_run_before_its_folder_exists(tmp_path, monkeypatch, capsys):
+    from seedcast.cli import main
+
+    monkeypatch.setattr(discovery, "LOOKUP", lambda *args, **kwargs: [])
+    servers = ["fleet.servers=[dns:///seedcast-server:50051]", "fleet.insecure=true", "fleet.local=0"]
+    run_dir = tmp_path / "run"
+    argv = ["train", "--run-dir", str(run_dir), "--no-progress", *servers, "fleet.connect_timeout_seconds=0.5"]
+    assert main(argv) == 2 and not run_dir.exists()
+    assert "dns:///seedcast-server:50051 resolved to no address within 0.5 s" in capsys.readouterr().err
