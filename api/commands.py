@@ -18,7 +18,6 @@ def train(args: argparse.Namespace) -> int:
     from seedcast.optimizer.config_files import config_reference
     from seedcast.runs import new_run_dir, resume
     from seedcast.runs import train as train_run
-    from seedcast.studies.plots import reward_curve_after_run
 
     if args.help_config:
         print("\n".join(config_reference()))
@@ -51,7 +50,7 @@ def train(args: argparse.Namespace) -> int:
         if (run_path / "updates.jsonl").exists():
             print(f"\ninterrupted; continue with `seedcast train --resume {run_path}`", file=sys.stderr)
         raise
-    plot = reward_curve_after_run(run_path)
+    plot = result.reward_curve  # drawn by the run, as from Python
     rows = [r for r in result.metrics if r.reward_mean is not None]
     evals = [r for r in result.metrics if r.eval_reward is not None]
     print(
@@ -90,7 +89,8 @@ def grpo(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
     )
     run = RunDirectory(run_dir)
-    plot = reward_curve_after_run(run.path)
+    drawn = run.path / "reward_curve.png"
+    plot = str(drawn) if drawn.exists() else reward_curve_after_run(run.path)  # the reason when it was not drawn
     evals = [r for r in run.metrics() if r.eval_reward is not None]
     print(
         f"\nfinished {summary.steps} GRPO steps in {summary.wall_seconds:.0f} s; peak memory "

@@ -64,7 +64,16 @@ def _run_trainer(
 
     log.info("run directory: %s", run.path)
     trainer = Trainer(config, run, show_progress=show_progress, registry=registry, problems=problems)
-    return asyncio.run(trainer.train())
+    result = asyncio.run(trainer.train())
+    result.reward_curve = _reward_curve(run.path)
+    return result
+
+
+def _reward_curve(run_dir: Path) -> str:
+    """Draw RUN_DIR/reward_curve.png, as the CLI does; its path, or why it was not drawn."""
+    from seedcast.studies.plots import reward_curve_after_run
+
+    return reward_curve_after_run(run_dir)
 
 
 def train(
@@ -73,7 +82,7 @@ def train(
     *,
     overrides: list[str] | None = None,
     init_from: str | Path | None = None,
-    show_progress: bool = False,
+    show_progress: bool = True,
     registry: CollectorRegistry | None = None,
 ) -> TrainResult:
     """Run ES into a new run directory: on local servers it starts (`fleet.local`) or on `fleet.servers`.
@@ -81,7 +90,8 @@ def train(
     `config` is a TrainConfig, a YAML path or None (the defaults: the bundled model on the arithmetic task);
     `overrides` are `key=value` strings as on the command line; `init_from` starts from another run's weights.
     The optimizer's metrics are served on `metrics_port` when the config sets it (into `registry` if given).
-    Returns the final fingerprint and metrics.
+    As the CLI does, it shows progress bars (`show_progress=False` turns them off) and draws
+    RUN_DIR/reward_curve.png. Returns the final fingerprint, the metrics and the reward curve's path.
     """
     path = new_run_dir(run_dir)
     resolved = _config(config, overrides, init_from, path)
@@ -94,7 +104,7 @@ def resume(
     run_dir: str | Path,
     *,
     overrides: list[str] | None = None,
-    show_progress: bool = False,
+    show_progress: bool = True,
     registry: CollectorRegistry | None = None,
 ) -> TrainResult:
     """Continue a run from its update log (e.g. `overrides=["iterations=20"]` to train further)."""
@@ -110,7 +120,7 @@ def grpo(
     *,
     overrides: list[str] | None = None,
     init_from: str | Path | None = None,
-    show_progress: bool = False,
+    show_progress: bool = True,
 ) -> RunSummary:
     """The GRPO baseline (TRL) on the same task, prompts and eval set as ES; needs `seedcast[grpo]`."""
     from seedcast.studies.grpo import train_grpo
@@ -120,7 +130,9 @@ def grpo(
     preflight(resolved, model_is_local=True)  # before the run directory exists and the model loads here
     run = RunDirectory.create(path, resolved, update_log=False)
     log.info("run directory: %s", run.path)
-    return train_grpo(resolved, run, show_progress=show_progress)
+    summary = train_grpo(resolved, run, show_progress=show_progress)
+    _reward_curve(run.path)  # RUN_DIR/reward_curve.png, as for ES
+    return summary
 
 
 def export(
@@ -130,7 +142,7 @@ def export(
     dtype: str = "float32",
     device: str = "cpu",
     steps: int | None = None,
-    show_progress: bool = False,
+    show_progress: bool = True,
 ) -> dict:
     """Replay a run's update log onto its base model and write a Hugging Face folder with a model card;
     returns seedcast_export.json's content (`matches_servers` says whether the weights are the servers')."""

@@ -48,6 +48,7 @@ class TrainResult:
     iterations: int
     fingerprint: str
     metrics: list[IterationRecord]
+    reward_curve: str = ""  # the reward curve PNG's path, or why none was drawn (set by seedcast.train / resume)
 
 
 def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:

@@ -35,10 +35,12 @@ def test_the_api_loads_lazily_so_the_cli_and_servers_stay_light():
     assert done.stdout.split() == ["False", "False"]
 
 
-def test_train_resume_and_export_through_the_api(tmp_path, tiny_model_dir):
+def test_train_resume_and_export_through_the_api(tmp_path, tiny_model_dir, capsys):
     run = tmp_path / "run"
     result = seedcast.train(_config(tiny_model_dir, local=1), run)
     assert result.iterations == 2 and [r.step for r in result.metrics if r.reward_mean is not None] == [1, 2]
+    assert result.reward_curve == str(run / "reward_curve.png") and (run / "reward_curve.png").stat().st_size > 0
+    assert "iter 2/2" in capsys.readouterr().err  # progress bars by default, as on the command line
     resumed = seedcast.resume(run, overrides=["iterations=3"])
     assert resumed.iterations == 3 and resumed.fingerprint != result.fingerprint
     summary = seedcast.export(run, tmp_path / "model", dtype="bfloat16")
