@@ -27,6 +27,7 @@ from seedcast.inference_server.validation import (
     Limits,
     RequestError,
     check_batched,
+    check_evaluator_length,
     check_request_texts,
     check_task,
     check_update,
@@ -304,15 +305,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         """The step, fingerprint and what the backend holds; and whether the evaluator the request names can be built
         here (off the event loop, as Evaluate builds it)."""
         evaluator_problem = ""
-        if len(request.evaluator) > self.limits.max_evaluator_chars:
-            await self._refuse(
-                context,
-                "GetState",
-                RequestError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"evaluator is longer than {self.limits.max_evaluator_chars} characters",
-                ),
-            )
+        try:
+            check_evaluator_length(request.evaluator, self.limits)
+        except RequestError as error:
+            await self._refuse(context, "GetState", error)
         if request.evaluator:
             try:
                 await asyncio.get_running_loop().run_in_executor(None, self._evaluator, request.evaluator)

@@ -111,10 +111,15 @@ FIELD_BOUNDS: dict[str, str] = {
 def check_request_texts(message: pb.PromptBatch | pb.SampleRequest, limits: Limits) -> None:
     """The problems, the evaluator spec and the system prompt of a batch or a Sample request."""
     check_problems(message.problems, limits)
-    if len(message.evaluator) > limits.max_evaluator_chars:
-        raise _invalid(f"evaluator is longer than {limits.max_evaluator_chars} characters")
+    check_evaluator_length(message.evaluator, limits)
     if len(message.system_prompt) > limits.max_system_prompt_chars:
         raise _invalid(f"system_prompt is longer than {limits.max_system_prompt_chars} characters")
+
+
+def check_evaluator_length(spec: str, limits: Limits) -> None:
+    """An evaluator spec within max_evaluator_chars (a batch's, a Sample's, or one a state query asks about)."""
+    if len(spec) > limits.max_evaluator_chars:
+        raise _invalid(f"evaluator is longer than {limits.max_evaluator_chars} characters")
 
 
 def check_problems(problems, limits: Limits) -> None:

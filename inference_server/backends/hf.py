@@ -27,7 +27,7 @@ from seedcast.inference_server.backends.batched_members import LowRankBatch, bat
 from seedcast.inference_server.backends.devices import pair_cache_by_default, resolve_device, resolve_dtype
 from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.backends.member_sampling import PerMemberSampler
-from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation, PerturbationStateError
+from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
     apply_rule,
@@ -155,10 +155,6 @@ class HFBackend(PerturbableBackend):
         """Fingerprint of the float32 master weights."""
         return weights_fingerprint(self.master)
 
-    def batching_problem(self) -> str | None:
-        """Why this model's low-rank members cannot share a batch (None: they can)."""
-        return self._batching_problem
-
     # ----- generation ----------------------------------------------------------------------
     def generate(
         self,
@@ -193,11 +189,7 @@ class HFBackend(PerturbableBackend):
         (batched_members.py): sequences member-major, as many whole members per `generate` call as max_batch
         holds. Member i samples with its own generator, seeded `sampling_seeds[i]` (member_sampling.py). Ends early
         with GenerationStopped once `stop` is set."""
-        if self._batching_problem is not None:
-            raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
-        if self.perturbed:
-            raise PerturbationStateError("generate_members() called during a perturbation; call restore() first")
-        self.sync_weights()  # the shared weights are cast(master); each member's perturbation is a correction
+        self._begin_member_batch()
         n = sampling.samples_per_prompt
         texts = [text for text in self.chat_texts(prompts, system_prompt) for _ in range(n)]
         per_call = max(1, self.max_batch // len(texts))

@@ -70,6 +70,8 @@ class PerturbableBackend:
         self.perturbed = False
         self._restore_pending = False  # the inference weights still hold a perturbation restore() undid
         self._written: Perturbation | None = None  # what they hold while the restore is deferred
+        # Why low-rank members cannot share a batch here (None: they can); a backend that batches sets it at start.
+        self._batching_problem: str | None = "this backend evaluates members one at a time"
 
     # ----- hooks -------------------------------------------------------------------------------
     def _write_perturbation(self, perturbation: Perturbation) -> None:
@@ -92,7 +94,16 @@ class PerturbableBackend:
     def batching_problem(self) -> str | None:
         """Why this backend cannot generate many low-rank members in one batch (None: it can, with
         `generate_members`)."""
-        return f"the {self.name} backend evaluates members one at a time"
+        return self._batching_problem
+
+    def _begin_member_batch(self) -> None:
+        """What `generate_members` needs first: a backend that batches, no active perturbation, and the shared
+        weights at cast(master) (each member's perturbation is then a correction to them)."""
+        if self._batching_problem is not None:
+            raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
+        if self.perturbed:
+            raise PerturbationStateError("generate_members() called during a perturbation; call restore() first")
+        self.sync_weights()
 
     # ----- the state machine -------------------------------------------------------------------
     def perturb(self, seed: int, sigma: float, sign: int = 1, stochastic_rounding: bool = False, rank: int = 0) -> None:

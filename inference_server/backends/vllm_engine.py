@@ -39,7 +39,7 @@ from seedcast.inference_server.backends.base import BatchMember, Completion, Gen
 from seedcast.inference_server.backends.checkpoint_folder import checkpoint_location, checkpoint_parameters
 from seedcast.inference_server.backends.devices import resolve_dtype
 from seedcast.inference_server.backends.member_adapters import lora_rank_slot
-from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation, PerturbationStateError
+from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
 from seedcast.inference_server.backends.vllm_support import (
     BackendUnavailableError,
     check_architecture,
@@ -236,10 +236,6 @@ class VLLMBackend(PerturbableBackend):
             )
         return requests, params
 
-    def batching_problem(self) -> str | None:
-        """Why this server cannot generate many low-rank members in one batch (None: it can)."""
-        return self._batching_problem
-
     def generate_members(
         self,
         members: list[BatchMember],
@@ -252,17 +248,13 @@ class VLLMBackend(PerturbableBackend):
         """Per member, per prompt, `samples_per_prompt` completions: every member's requests in one continuous
         batch, each with the member's LoRA adapter (member_adapters.py, built from its seed on the worker); member
         i's prompt j samples with a seed derived from `sampling_seeds[i]`. The shared weights stay cast(master)."""
-        if self._batching_problem is not None:
-            raise PerturbationStateError(f"cannot batch members: {self._batching_problem}")
-        if self.perturbed:
-            raise PerturbationStateError("generate_members() called during a perturbation; call restore() first")
+        self._begin_member_batch()
         highest = max(member.rank for member in members)
         if highest > self.batch_max_rank:
             raise ValueError(
                 f"members of rank {highest} exceed this server's --batch-max-rank {self.batch_max_rank}; "
                 f"restart it with --batch-max-rank {highest}"
             )
-        self.sync_weights()
         described = [(m.seed, m.sigma, m.sign, m.rank) for m in members]
         with tempfile.TemporaryDirectory(prefix="seedcast-members-") as directory:
             folders = next(
