@@ -17,7 +17,13 @@ so a function must live in an importable module. See docs/usage.md#python-api.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("seedcast")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "unknown (not installed)"
 
 # Each public name and the module it lives in. They load on first use (PEP 562), so importing any part of
 # Seedcast (the CLI, a server) does not pull in the whole API and its dependencies.

@@ -18,8 +18,10 @@ import argparse
 import logging
 import sys
 
+import seedcast
 from seedcast import commands
 from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
+from seedcast.optimizer.shipped_configs import shipped_config_names
 from seedcast.proto.errors import SeedcastError
 
 
@@ -54,7 +56,11 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
 def _add_run_options(parser: argparse.ArgumentParser, example: str) -> None:
     """The options `train` and `grpo` share: overrides, config file, run directory, starting weights."""
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=f"config overrides, e.g. {example}")
-    parser.add_argument("--config", default=None, help="YAML config file (see configs/)")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="YAML config file, or a shipped config by name: " + ", ".join(shipped_config_names()),
+    )
     parser.add_argument("--run-dir", default=None, help="new run directory (default: runs/TIMESTAMP)")
     parser.add_argument(
         "--init-from",
@@ -74,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seedcast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action="version", version=f"seedcast {_version()}")
+    parser.add_argument("--version", action="version", version=f"seedcast {seedcast.__version__}")
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = subcommands.add_parser(
@@ -228,15 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, help="PNG path (default: RUN_DIR/reward_curve.png)")
     plot.set_defaults(handler=commands.plot)
     return parser
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("seedcast")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

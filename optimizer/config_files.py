@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from seedcast.optimizer import config as schema  # config_files reads into the schema; never the reverse
+from seedcast.optimizer.shipped_configs import config_path
 from seedcast.proto.choices import field_choices
 
 
@@ -73,9 +74,7 @@ def load_config(
     """Defaults ← `base` (a run's snapshot) ← YAML file ← key=value overrides, validated together."""
     data: dict[str, Any] = dict(base or {})
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise schema.ConfigError(f"config file {path} does not exist")
+        path = config_path(path)
         try:
             loaded = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as error:

@@ -22,6 +22,8 @@ import tomllib
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("proto", "evaluators", "inference_server", "optimizer", "studies", "api")
 PACKAGE_OF_FOLDER = {"api": "seedcast", **{folder: f"seedcast.{folder}" for folder in FOLDERS if folder != "api"}}
+# Folders that ship in the wheel beside the code (`--config NAME`, the examples the docs run).
+SHIPPED_FOLDERS = ("configs", "examples")
 GENERATED = {"seedcast_pb2.py", "seedcast_pb2_grpc.py"}
 MAX_LINES = 400
 OPTIMIZER_MAY_USE = (
@@ -182,7 +184,9 @@ def test_every_package_folder_is_installed():
         for init in (REPO_ROOT / folder).rglob("__init__.py")
     }
     assert (REPO_ROOT / "api" / "__init__.py").is_file() and not list((REPO_ROOT / "api").glob("*/__init__.py"))
-    assert found | {"seedcast"} == listed  # api/ is the root package itself, with no sub-packages
+    shipped = {f"seedcast.{folder}" for folder in SHIPPED_FOLDERS if (REPO_ROOT / folder / "__init__.py").is_file()}
+    assert shipped == {f"seedcast.{folder}" for folder in SHIPPED_FOLDERS}, "configs/ and examples/ need __init__.py"
+    assert found | shipped | {"seedcast"} == listed  # api/ is the root package itself, with no sub-packages
 
 
 def _string_literals(path: Path) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +129,14 @@ def test_grafana_provisioning_points_at_the_mounted_dashboards():
 def test_dockerfile_lints_clean(path):
     result = subprocess.run([BIN / "hadolint", "--no-color", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=[p.name for p in DOCKERFILES])
+def test_dockerfile_copies_every_folder_the_package_installs_from(path):
+    # `pip install .` in the image fails when a folder pyproject.toml maps a package to is missing.
+    package_dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    copied = {line.split()[1] for line in path.read_text().splitlines() if line.startswith("COPY ")}
+    assert set(package_dirs.values()) <= copied, f"not copied: {set(package_dirs.values()) - copied}"
 
 
 def test_dashboards_are_generated_and_templated():
