@@ -39,6 +39,8 @@ class Limits:
     max_evaluator_chars: int = 512
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256
+    max_stop_strings: int = 16
+    max_stop_chars: int = 256  # each stop string
     max_update_terms: int = 65_536
     max_rule_chars: int = 64  # an update rule's name and each parameter's name (errors quote them)
     max_rule_params: int = 16
@@ -105,6 +107,7 @@ FIELD_BOUNDS: dict[str, str] = {
     "SampleRequest.evaluator": "max_evaluator_chars",
     "SampleRequest.system_prompt": "max_system_prompt_chars",
     "StateRequest.evaluator": "max_evaluator_chars",
+    "SamplingParams.stop": "max_stop_strings",
 }
 
 
@@ -150,13 +153,34 @@ def sampling_from_proto(message: pb.SamplingParams, limits: Limits) -> Sampling:
             f"sampling.samples_per_prompt must be in [1, {limits.max_samples_per_prompt}], "
             f"got {message.samples_per_prompt}"
         )
+    check_sampling_filters(message, limits)
     return Sampling(
         temperature=message.temperature,
         top_p=message.top_p,
         max_new_tokens=message.max_new_tokens,
         samples_per_prompt=message.samples_per_prompt,
         seed=message.seed,
+        top_k=message.top_k,
+        min_p=message.min_p,
+        repetition_penalty=message.repetition_penalty or 1.0,  # 0: the field was not set
+        stop=tuple(message.stop),
     )
+
+
+def check_sampling_filters(message: pb.SamplingParams, limits: Limits) -> None:
+    """min_p in [0, 1], a finite repetition penalty >= 0 (0 = unset), and a bounded list of non-empty stop
+    strings."""
+    check_finite(message.min_p, "sampling.min_p")
+    check_finite(message.repetition_penalty, "sampling.repetition_penalty")
+    if not 0.0 <= message.min_p <= 1.0:
+        raise _invalid(f"sampling.min_p must be in [0, 1], got {message.min_p}")
+    if message.repetition_penalty < 0:
+        raise _invalid(f"sampling.repetition_penalty must be > 0 (0 means unset), got {message.repetition_penalty}")
+    if len(message.stop) > limits.max_stop_strings:
+        raise _invalid(f"at most {limits.max_stop_strings} sampling.stop strings, got {len(message.stop)}")
+    for index, text in enumerate(message.stop):
+        if not 0 < len(text) <= limits.max_stop_chars:
+            raise _invalid(f"sampling.stop[{index}] must have 1 to {limits.max_stop_chars} characters")
 
 
 def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, limits: Limits) -> Sampling:
@@ -252,6 +276,14 @@ def check_batched(tasks: list[pb.MemberTask], batches_members: bool) -> None:
         raise _invalid("batched members cover the whole prompt batch (shards = 0)")
     if any(task.stochastic_rounding for task in tasks):
         raise _invalid("batched members are never rounded to the inference dtype: stochastic_rounding must be off")
-    settings = {(s.temperature, s.top_p, s.max_new_tokens, s.samples_per_prompt) for s in (t.sampling for t in tasks)}
+    settings = {_shared_sampling(task.sampling) for task in tasks}
     if len(settings) != 1:
         raise _invalid("batched members must share their sampling settings (all but the seed)")
+
+
+def _shared_sampling(sampling: pb.SamplingParams) -> bytes:
+    """A member's sampling settings without its seed: what every member of one batch must share."""
+    shared = pb.SamplingParams()
+    shared.CopyFrom(sampling)
+    shared.seed = 0
+    return shared.SerializeToString(deterministic=True)

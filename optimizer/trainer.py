@@ -89,13 +89,7 @@ class Trainer:
 
     # ----- iterations ----------------------------------------------------------------------
     def _sampling(self, temperature: float | None = None) -> pb.SamplingParams:
-        s = self.config.sampling
-        return pb.SamplingParams(
-            temperature=s.temperature if temperature is None else temperature,
-            top_p=s.top_p,
-            max_new_tokens=s.max_new_tokens,
-            samples_per_prompt=s.samples_per_prompt,
-        )
+        return self.config.sampling.to_proto(temperature)
 
     def _batch(self, iteration: int) -> pb.PromptBatch:
         indices = minibatch_indices(self.config.seed, iteration, len(self.problems), self.config.batch_size)

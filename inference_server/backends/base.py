@@ -17,13 +17,24 @@ from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 @dataclass(frozen=True)
 class Sampling:
-    """How to generate: temperature 0 is greedy; `seed` makes sampling reproducible."""
+    """How to generate: temperature 0 is greedy; `seed` makes sampling reproducible. `top_k` 0, `min_p` 0 and
+    `repetition_penalty` 1 are off; a completion ends where it first contains a `stop` string, which is cut off.
+    The filters apply in transformers' order: repetition penalty, temperature, top-k, top-p, min-p."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 64
     samples_per_prompt: int = 1
     seed: int = 0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    stop: tuple[str, ...] = ()
+
+    def filters(self) -> dict[str, float | int]:
+        """The sampling filters that are on, by name (for the parts of a backend that apply them itself)."""
+        on = {"top_k": self.top_k > 0, "min_p": self.min_p > 0, "repetition_penalty": self.repetition_penalty != 1}
+        return {name: getattr(self, name) for name, used in on.items() if used}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from seedcast.inference_server.backends.devices import pair_cache_by_default, re
 from seedcast.inference_server.backends.entropy import GenerationEntropy
 from seedcast.inference_server.backends.member_sampling import PerMemberSampler
 from seedcast.inference_server.backends.perturbable import PerturbableBackend, Perturbation
+from seedcast.inference_server.backends.stop_strings import cut_at_stop, tokens_until_stop
 from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import (
     apply_rule,
@@ -199,7 +200,7 @@ class HFBackend(PerturbableBackend):
             sampler = None
             if sampling.temperature > 0:
                 seeds = sampling_seeds[first : first + per_call]
-                sampler = PerMemberSampler(seeds, len(texts), sampling.temperature, sampling.top_p, self.device)
+                sampler = PerMemberSampler(seeds, len(texts), sampling, self.device)
             batch = LowRankBatch(self.model, self.params, self.noise, group, len(texts), self.lowrank_frozen)
             with batch:
                 completions = self._generate_chunk(texts * len(group), sampling, sampler=sampler, stop=stop)
@@ -226,7 +227,11 @@ class HFBackend(PerturbableBackend):
                 do_sample=not greedy,
                 temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p,
-                top_k=None,
+                top_k=None if greedy or not sampling.top_k else sampling.top_k,
+                min_p=None if greedy or not sampling.min_p else sampling.min_p,
+                repetition_penalty=sampling.filters().get("repetition_penalty"),
+                stop_strings=list(sampling.stop) or None,
+                tokenizer=self.tokenizer if sampling.stop else None,
                 max_new_tokens=sampling.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
@@ -241,6 +246,18 @@ class HFBackend(PerturbableBackend):
         entropies = entropy.means(lengths) if with_entropy else [None] * len(lengths)
         results = []
         for row, length, mean_entropy in zip(rows, lengths, entropies, strict=True):
-            text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-            results.append(Completion(text=text, tokens=length, truncated=eos not in row, mean_entropy=mean_entropy))
+            results.append(self._completion(row[:length], sampling.stop, ended=eos in row, mean_entropy=mean_entropy))
         return results
+
+    def _completion(
+        self, tokens: list[int], stops: tuple[str, ...], ended: bool, mean_entropy: float | None
+    ) -> Completion:
+        """A generated row as a Completion; with stop strings, cut where the first one appears (stop_strings.py)."""
+        text, stopped = cut_at_stop(self.decode(tokens), stops)
+        if stopped:
+            return Completion(text, tokens_until_stop(tokens, self.decode, stops), False, mean_entropy)
+        return Completion(text=text, tokens=len(tokens), truncated=not ended, mean_entropy=mean_entropy)
+
+    def decode(self, tokens: list[int]) -> str:
+        """Token ids as the text an evaluator scores (special tokens left out)."""
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -228,6 +228,10 @@ class VLLMBackend(PerturbableBackend):
                     n=sampling.samples_per_prompt,
                     temperature=0.0 if greedy else sampling.temperature,
                     top_p=1.0 if greedy else sampling.top_p,
+                    top_k=0 if greedy else min(sampling.top_k, self._vocab_size()),
+                    min_p=0.0 if greedy else sampling.min_p,
+                    repetition_penalty=sampling.repetition_penalty,
+                    stop=list(sampling.stop) or None,
                     max_tokens=sampling.max_new_tokens,
                     seed=None if greedy else sampling_seed(seed, index),
                     stop_token_ids=[eos] if eos is not None else None,
@@ -235,6 +239,10 @@ class VLLMBackend(PerturbableBackend):
                 )
             )
         return requests, params
+
+    def _vocab_size(self) -> int:
+        """The model's vocabulary (top_k beyond it means no top-k, as in transformers)."""
+        return self.llm.llm_engine.model_config.get_vocab_size()
 
     def generate_members(
         self,

@@ -102,6 +102,10 @@ sampling = st.builds(
     max_new_tokens=st.integers(0, 2**32 - 1),
     samples_per_prompt=st.integers(0, 2**32 - 1),
     seed=uint64,
+    top_k=st.integers(0, 2**32 - 1),
+    min_p=st.floats(width=32, allow_nan=True, allow_infinity=True),
+    repetition_penalty=st.floats(width=32, allow_nan=True, allow_infinity=True),
+    stop=st.lists(texts, max_size=20),
 )
 terms = st.lists(st.builds(pb.SeedCoefficient, seed=uint64, coeff=extreme_floats), max_size=40)
 rules = st.sampled_from(["", "plain", "momentum"]) | st.text(max_size=100)

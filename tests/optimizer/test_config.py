@@ -102,3 +102,27 @@ def test_a_rank_without_low_rank_members_and_an_unknown_perturbation_are_refused
     assert "all, linear" in str(raised.value)
     linear = load_config(overrides=["es.perturbation=lowrank", "es.lowrank_targets=linear"])
     assert linear.es.lowrank_targets == "linear"
+
+
+def test_every_sampling_setting_reaches_the_servers_sampling():
+    from seedcast.inference_server.validation import Limits, sampling_from_proto
+
+    config = load_config(
+        overrides=[
+            "sampling.temperature=0.7",
+            "sampling.top_p=0.9",
+            "sampling.top_k=40",
+            "sampling.min_p=0.05",
+            "sampling.repetition_penalty=1.2",
+            'sampling.stop=[END, "\\n\\n"]',  # as typed on a command line: YAML's escapes
+            "sampling.max_new_tokens=32",
+            "sampling.samples_per_prompt=2",
+        ]
+    )
+    served = sampling_from_proto(config.sampling.to_proto(), Limits())
+    floats = ("temperature", "top_p", "min_p", "repetition_penalty")  # float32 on the wire
+    assert [getattr(served, name) for name in floats] == pytest.approx([0.7, 0.9, 0.05, 1.2])
+    assert (served.max_new_tokens, served.samples_per_prompt, served.top_k) == (32, 2, 40)
+    assert served.stop == ("END", "\n\n")
+    assert sampling_from_proto(config.sampling.to_proto(temperature=0.0), Limits()).temperature == 0.0
+    assert sampling_from_proto(load_config().sampling.to_proto(), Limits()).filters() == {}  # all off by default
