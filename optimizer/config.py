@@ -320,6 +320,10 @@ class TrainConfig(Section):
         description="Experiment trackers for the per-step record: tensorboard, wandb, both "
         "(tensorboard,wandb) or none. W&B runs offline without credentials.",
     )
+    project: str | None = Field(
+        None, description="The W&B project the run logs to; null = $WANDB_PROJECT, else seedcast."
+    )
+    run_name: str | None = Field(None, description="The run's name in the trackers; null = the run directory's name.")
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)

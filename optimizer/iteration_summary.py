@@ -23,8 +23,10 @@ def summarize_iteration(
     dropped: int,
     servers_active: int,
     fingerprint: str,
+    answers_per_member: int,
 ) -> IterationRecord:
-    """The IterationRecord of iteration `iteration`, which ended with `step` and the fleet at `fingerprint`."""
+    """The IterationRecord of iteration `iteration`, which ended with `step` and the fleet at `fingerprint`;
+    every member that answered gave `answers_per_member` completions (prompts x samples per prompt)."""
     rewards = [r.fitness for r in reports.values() if not math.isnan(r.fitness)]  # raw mean rewards, unshaped
     phases = {}
     for phase in MEMBER_PHASES:
@@ -43,6 +45,7 @@ def summarize_iteration(
         members_reassigned=reassigned,
         members_dropped=dropped,
         servers_active=servers_active,
+        completions=answers_per_member * sum(1 for r in reports.values() if not r.error),
         completion_tokens=tokens,
         truncated_answers=sum(r.truncated for r in reports.values()),
         tokens_per_second=tokens / seconds if seconds else 0.0,

@@ -3,9 +3,11 @@ look. `tensorboard` writes event files under RUN_DIR/tensorboard (offline by nat
 Weights & Biases, online when credentials are configured and in offline mode otherwise (RUN_DIR/wandb,
 uploadable later with `wandb sync`), so a run never needs an account or a network to start.
 
-ES (`seedcast train`) and GRPO (`seedcast grpo`) log the same record under the same names, so both
-methods land side by side in one dashboard; GRPO also hands `report_to` to TRL, whose own metrics then go
-to the same TensorBoard folder or W&B run. `seedcast eval` logs its summary (pass@k, entropy...) at step 0.
+ES (`seedcast train`) and GRPO (`seedcast grpo`) log the same record under the same names, TRL's
+(`train/reward`, `eval/reward`...: tracked_scalars.py), so both methods land side by side in one dashboard;
+GRPO also hands `report_to` to TRL, whose own metrics then go to the same TensorBoard folder or W&B run.
+`seedcast eval` logs its summary (`eval/pass@k`, entropy...) at step 0. Each tracker gets the resolved config
+(what the run records, e.g. `es.noise: table` where `auto` was written), under `project` and `run_name`.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from seedcast.optimizer.run_records import IterationRecord
+from seedcast.optimizer.tracked_scalars import tracked_scalars
 from seedcast.optimizer.tracker_names import TRACKERS
 from seedcast.proto.errors import SeedcastError
+
+if TYPE_CHECKING:
+    from seedcast.optimizer.config import TrainConfig
 
 log = logging.getLogger("seedcast.trackers")
 
@@ -42,15 +48,6 @@ def check_installed(names: Sequence[str]) -> None:
     if missing:
         hints = "; ".join(f"{n}: {TRACKERS[n]}" for n in missing)
         raise TrackerUnavailableError(f"report_to names trackers that are not installed ({hints})")
-
-
-def record_scalars(record: IterationRecord) -> dict[str, float]:
-    """The numeric fields of a metrics.jsonl row (the fingerprint, a string, stays in the file)."""
-    return {
-        key: float(value)
-        for key, value in record.to_row().items()
-        if isinstance(value, int | float) and not isinstance(value, bool) and key not in ("iteration", "step")
-    }
 
 
 class TensorBoardTracker:
@@ -108,7 +105,7 @@ class Trackers:
         self.trackers = trackers
 
     def log_record(self, record: IterationRecord) -> None:
-        self.log(record.step, record_scalars(record))
+        self.log(record.step, tracked_scalars(record))
 
     def log(self, step: int, scalars: dict[str, float]) -> None:
         for tracker in self.trackers:
@@ -119,13 +116,22 @@ class Trackers:
             tracker.close()
 
 
-def open_trackers(names: Sequence[str], run_dir: Path, config: dict[str, Any], project: str = "seedcast") -> Trackers:
-    """The trackers `names` for the run in `run_dir` (none: an empty set that logs nothing)."""
+def open_trackers(
+    names: Sequence[str], run_dir: Path, config: dict[str, Any], project: str | None = None, run_name: str | None = None
+) -> Trackers:
+    """The trackers `names` for the run in `run_dir` (none: an empty set that logs nothing); W&B logs into
+    `project` (default: $WANDB_PROJECT, else seedcast) as `run_name` (default: the run directory's name)."""
     check_installed(names)
     trackers: list[Tracker] = []
     for name in names:
         if name == "tensorboard":
             trackers.append(TensorBoardTracker(run_dir / "tensorboard", config))
         else:
-            trackers.append(WandbTracker(run_dir, config, run_dir.name, project))
+            project = project or os.environ.get("WANDB_PROJECT") or "seedcast"
+            trackers.append(WandbTracker(run_dir, config, run_name or run_dir.name, project))
     return Trackers(trackers)
+
+
+def open_run_trackers(config: TrainConfig, run_dir: Path) -> Trackers:
+    """`open_trackers` for a TrainConfig: its report_to, project and run_name, the config itself logged."""
+    return open_trackers(config.report_to, run_dir, config.model_dump(mode="json"), config.project, config.run_name)

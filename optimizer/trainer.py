@@ -34,7 +34,7 @@ from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
-from seedcast.optimizer.trackers import open_trackers
+from seedcast.optimizer.trackers import Trackers, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.scorable import mean_of_scorable
 
@@ -176,6 +176,7 @@ class Trainer:
             dropped=scheduler.members_dropped - dropped_before,
             servers_active=len(self.fleet.active),
             fingerprint=fingerprint,
+            answers_per_member=self.config.batch_size * self.config.sampling.samples_per_prompt,
         )
         return next_state, record
 
@@ -185,7 +186,7 @@ class Trainer:
         self.run.truncate_metrics(len(records))
         state = ESState(iteration=len(records))
         started = time.perf_counter()
-        trackers = open_trackers(self.config.report_to, self.run.path, self.config.model_dump(mode="json"))
+        trackers = Trackers([])  # opened once the config is resolved, so they log what the run records
         try:
             logged = next((r.fingerprint for r in reversed(self.run.metrics()) if r.step == len(records)), None)
             fingerprint = await self.fleet.start(
@@ -197,6 +198,7 @@ class Trainer:
                 )
                 self.run.record_resolved_config(self.config)
                 log.info("es.noise=auto: %s noise (written to %s)", self.fleet.noise, self.run.path / "config.yaml")
+            trackers = open_run_trackers(self.config, self.run.path)
             config, servers = self.config, len(self.fleet.active)
             advice = tail_advice(config.es.population, config.fleet.prompt_shards, servers, config.batch_size)
             if advice:  # the fleet's shape idles servers in every iteration's tail

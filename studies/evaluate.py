@@ -34,7 +34,7 @@ from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
-from seedcast.optimizer.trackers import check_installed, open_trackers
+from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
@@ -316,10 +316,10 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
 
 def report_eval(config: TrainConfig, results: dict, out_dir: Path) -> None:
     """Send an evaluation's numbers to the trackers in `report_to` (step 0, in OUT's tensorboard/ or wandb/)."""
-    scalars = {f"pass@{k}": row["mean"] for k, row in results["pass_at_k"].items()}
+    scalars = {f"eval/pass@{k}": row["mean"] for k, row in results["pass_at_k"].items()}
     for key in ("mean_token_entropy", "distinct_answers_per_problem", "truncation_rate", "finished_accuracy"):
         if results.get(key) is not None:
-            scalars[key] = results[key]
-    trackers = open_trackers(config.report_to, out_dir, config.model_dump(mode="json"))
+            scalars[f"eval/{key}"] = results[key]
+    trackers = open_run_trackers(config, out_dir)
     trackers.log(0, scalars)
     trackers.close()

@@ -37,7 +37,7 @@ from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import GRPO_LOG_FILE, GRPO_MODEL_DIR
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
-from seedcast.optimizer.trackers import open_trackers
+from seedcast.optimizer.trackers import open_run_trackers
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.grpo")
@@ -207,6 +207,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         gradient_checkpointing=grpo.gradient_checkpointing,
         save_strategy="no",
         report_to=list(config.report_to) or "none",  # TRL's own metrics (loss, KL...) to the same trackers
+        run_name=config.run_name or run.path.name,
         disable_tqdm=not show_progress,
         **optional,
     )
@@ -260,7 +261,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     if "tensorboard" in config.report_to and tensorboard_variable is None:
         os.environ[TRL_TENSORBOARD_VARIABLE] = str(run.path / "tensorboard" / "trl")
     # Opened before TRL's trainer, so TRL's W&B callback logs into this run instead of starting another.
-    trackers = open_trackers(config.report_to, run.path, config.model_dump(mode="json"))
+    trackers = open_run_trackers(config, run.path)
     if config.eval_every:
         baseline_record = IterationRecord(iteration=BASELINE_ITERATION, step=0, eval_reward=run_eval())
         run.append_metrics(baseline_record)

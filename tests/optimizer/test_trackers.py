@@ -23,6 +23,17 @@ def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
+def _logged_config(folder) -> dict:
+    """The config a TensorBoard run logged as text (a YAML block)."""
+    import yaml
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    (event,) = events.Tensors("config/text_summary")
+    return yaml.safe_load(event.tensor_proto.string_val[0].decode().strip("`\n"))
+
+
 def _rows(run) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -78,9 +89,14 @@ def test_es_training_writes_the_metrics_rows_to_tensorboard(tmp_path, tiny_model
     ]
     assert main(["train", "--run-dir", str(run), "--no-progress", *overrides]) == 0
     scalars, rows = _scalars(run / "tensorboard"), _rows(run)
-    assert scalars["eval_reward"] == [(r["step"], pytest.approx(r["eval_reward"])) for r in rows]
-    assert scalars["reward_mean"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
-    assert [step for step, _ in scalars["generate_seconds"]] == [1, 2]
+    assert scalars["eval/reward"] == [(r["step"], pytest.approx(r["eval_reward"])) for r in rows]
+    assert scalars["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
+    lengths = [(r["step"], pytest.approx(r["completion_tokens"] / r["completions"])) for r in rows[1:]]
+    assert scalars["train/completions/mean_length"] == lengths
+    clipped = [(r["step"], pytest.approx(r["truncated_answers"] / r["completions"])) for r in rows[1:]]
+    assert scalars["train/completions/clipped_ratio"] == clipped
+    assert [step for step, _ in scalars["perf/member_generate_seconds"]] == [1, 2]
+    assert _logged_config(run / "tensorboard")["es"]["noise"] == "table"  # resolved from auto, as config.yaml
 
 
 def test_grpo_writes_the_same_rows_and_trl_writes_its_own_beside_them(tmp_path, tiny_model_dir, monkeypatch):
@@ -89,8 +105,10 @@ def test_grpo_writes_the_same_rows_and_trl_writes_its_own_beside_them(tmp_path, 
     command = ["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}", *TINY_TASK]
     assert main([*command, "report_to=tensorboard"]) == 0
     scalars, rows = _scalars(run / "tensorboard"), _rows(run)
-    assert scalars["reward_mean"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
-    assert "train/loss" in _scalars(run / "tensorboard" / "trl")  # TRL's own metrics, in the same folder tree
+    assert scalars["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
+    trl = _scalars(run / "tensorboard" / "trl")
+    assert {"train/loss", "train/reward", "train/completions/mean_length"} <= set(trl)  # TRL's names are ours
+    assert trl["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"], abs=1e-6)) for r in rows[1:]]  # TRL's own metrics, in the same folder tree
     assert "TENSORBOARD_LOGGING_DIR" not in os.environ  # pointed there for this run only
 
 
@@ -105,7 +123,7 @@ def test_wandb_logs_offline_without_an_account(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     assert wandb_mode() == "offline"
     run = tmp_path / "run"
-    trackers = open_trackers(["wandb"], run, {"es": {"sigma": 0.005}})
+    trackers = open_trackers(["wandb"], run, {"es": {"sigma": 0.005}}, project="my-project", run_name="my-run")
     trackers.log_record(IterationRecord(iteration=-1, step=0, eval_reward=0.25))
     trackers.log_record(IterationRecord(iteration=0, step=1, reward_mean=0.123456789, fingerprint="abc"))
     trackers.close()
@@ -114,7 +132,7 @@ def test_wandb_logs_offline_without_an_account(tmp_path, monkeypatch):
     wandb.teardown()
     (log_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
     written = log_file.read_bytes()
-    for expected in (b"reward_mean", b"0.123456789", b"eval_reward", b"sigma"):
+    for expected in (b"train/reward", b"0.123456789", b"eval/reward", b"sigma", b"my-project", b"my-run"):
         assert expected in written, expected
 
 
@@ -125,5 +143,29 @@ def test_eval_reports_its_numbers_to_tensorboard(tmp_path, tiny_model_dir):
     assert main([*command, "--out", str(out), *overrides, "report_to=tensorboard"]) == 0
     results = json.loads((out / "results.json").read_text())
     scalars = _scalars(out / "tensorboard")
-    assert scalars["pass@2"] == [(0, pytest.approx(results["pass_at_k"]["2"]["mean"]))]
-    assert scalars["truncation_rate"] == [(0, pytest.approx(results["truncation_rate"]))]
+    assert scalars["eval/pass@2"] == [(0, pytest.approx(results["pass_at_k"]["2"]["mean"]))]
+    assert scalars["eval/truncation_rate"] == [(0, pytest.approx(results["truncation_rate"]))]
+
+
+def test_every_metrics_field_has_a_tracker_name_and_none_collide():
+    from dataclasses import fields
+
+    from seedcast.optimizer.tracked_scalars import TRACKED_NAMES, UNTRACKED, tracked_scalars
+    from seedcast.proto.telemetry import MEMBER_PHASES, phase_field
+
+    row_keys = {f.name for f in fields(IterationRecord)} - {"phase_seconds"} | {phase_field(p) for p in MEMBER_PHASES}
+    assert row_keys - set(UNTRACKED) == set(TRACKED_NAMES)
+    assert len(set(TRACKED_NAMES.values())) == len(TRACKED_NAMES)
+    record = IterationRecord(iteration=0, step=1, completions=8, completion_tokens=40, truncated_answers=2)
+    assert tracked_scalars(record) == {
+        "train/completions/count": 8.0,
+        "train/completions/tokens": 40.0,
+        "train/completions/clipped": 2.0,
+        "train/completions/mean_length": 5.0,
+        "train/completions/clipped_ratio": 0.25,
+    }
+
+
+def test_project_and_run_name_are_config_keys():
+    config = load_config(overrides=["project=ablations", "run_name=sigma-0.01"])
+    assert (config.project, config.run_name) == ("ablations", "sigma-0.01")
