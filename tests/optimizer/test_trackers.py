@@ -108,7 +108,7 @@ def test_grpo_writes_the_same_rows_and_trl_writes_its_own_beside_them(tmp_path, 
     assert scalars["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"])) for r in rows[1:]]
     trl = _scalars(run / "tensorboard" / "trl")
     assert {"train/loss", "train/reward", "train/completions/mean_length"} <= set(trl)  # TRL's names are ours
-    assert trl["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"], abs=1e-6)) for r in rows[1:]]  # TRL's own metrics, in the same folder tree
+    assert trl["train/reward"] == [(r["step"], pytest.approx(r["reward_mean"], abs=1e-6)) for r in rows[1:]]
     assert "TENSORBOARD_LOGGING_DIR" not in os.environ  # pointed there for this run only
 
 
