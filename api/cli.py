@@ -213,7 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     export = subcommands.add_parser(
         "export",
         help="write a trained Hugging Face model folder",
-        description=("Replay a run's update log onto its base model and write safetensors + config + tokenizer."),
+        description=(
+            "Replay a run's update log onto its base model and write safetensors + config + tokenizer, a model "
+            "card (README.md) and the run's config and update log (seedcast/)."
+        ),
     )
     export.add_argument("run_dir", help="the run directory")
     export.add_argument("--out", required=True, help="output folder")
@@ -227,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="dtype of the written weights (default: float32, the master copy)",
     )
     export.add_argument("--steps", type=int, default=None, help="replay only the first N steps")
+    export.add_argument(
+        "--push-to-hub",
+        default=None,
+        metavar="REPO",
+        help="also upload the folder to this hub model repository (owner/name; created if needed; the token from "
+        "HF_TOKEN or `hf auth login`, the hub from HF_ENDPOINT)",
+    )
+    export.add_argument("--private", action="store_true", help="create the hub repository private")
     export.set_defaults(handler=commands.export)
 
     plot = subcommands.add_parser("plot", help="plot a run's reward curve")

@@ -190,11 +190,20 @@ def export(args: argparse.Namespace) -> int:
     from seedcast.runs import export as export_run
 
     summary = export_run(
-        args.run_dir, args.out, device=args.device, dtype=args.dtype, steps=args.steps, show_progress=True
+        args.run_dir,
+        args.out,
+        device=args.device,
+        dtype=args.dtype,
+        steps=args.steps,
+        show_progress=True,
+        push_to_hub=args.push_to_hub,
+        private=args.private,
     )
     match = summary["matches_servers"]
     verdict = "" if match is None else f" ({'matches' if match else 'DIFFERS FROM'} the servers' fingerprint)"
     print(f"wrote {args.out}: {summary['steps']} steps replayed, fingerprint {summary['fingerprint']}{verdict}")
+    if "pushed_to" in summary:
+        print(f"pushed to {args.push_to_hub}: {summary['pushed_to']}")
     return 0 if summary["matches_servers"] is not False else 1
 
 

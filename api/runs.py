@@ -143,12 +143,25 @@ def export(
     device: str = "cpu",
     steps: int | None = None,
     show_progress: bool = True,
+    push_to_hub: str | None = None,
+    private: bool = False,
 ) -> dict:
-    """Replay a run's update log onto its base model and write a Hugging Face folder with a model card;
-    returns seedcast_export.json's content (`matches_servers` says whether the weights are the servers')."""
+    """Replay a run's update log onto its base model and write a Hugging Face folder with a model card and the
+    run's config and update log; with `push_to_hub="owner/name"` also upload it (a private repository with
+    `private`). Returns seedcast_export.json's content (`matches_servers` says whether the weights are the
+    servers'; `pushed_to` the commit URL)."""
     from seedcast.optimizer.export import export_run
 
-    return export_run(run_dir, out, device=device, dtype=dtype, steps=steps, show_progress=show_progress)
+    return export_run(
+        run_dir,
+        out,
+        device=device,
+        dtype=dtype,
+        steps=steps,
+        show_progress=show_progress,
+        push_to_hub=push_to_hub,
+        private=private,
+    )
 
 
 def evaluate(

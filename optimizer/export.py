@@ -10,6 +10,7 @@ does has not been checked: export on the servers' device type for bit-exact weig
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -19,8 +20,12 @@ from seedcast.inference_server.model_source import load_model_and_tokenizer
 from seedcast.inference_server.noise.apply import apply_rule, weights_fingerprint
 from seedcast.inference_server.noise.kinds import noise_source
 from seedcast.inference_server.noise.lowrank import frozen_tensors
-from seedcast.optimizer.model_card import model_card
-from seedcast.optimizer.run_dir import RunDirectory
+from seedcast.optimizer.hub_push import push_folder
+from seedcast.optimizer.model_card import es_model_card
+from seedcast.optimizer.run_dir import CONFIG_FILE, RunDirectory
+
+# Where an export keeps the run's config and update log.
+CHECKPOINT_DIR = "seedcast"
 
 
 def replay_run(run_dir: str | Path, device: str = "cpu", steps: int | None = None, show_progress: bool = False):
@@ -49,9 +54,12 @@ def export_run(
     dtype: str = "float32",
     steps: int | None = None,
     show_progress: bool = True,
+    push_to_hub: str | None = None,
+    private: bool = False,
 ) -> dict:
     """Write DIR/{model.safetensors, config.json, tokenizer files, seedcast_export.json, README.md (the model
-    card)}; returns the summary."""
+    card), seedcast/{config.yaml, updates.jsonl} (the run's checkpoint)}, and upload it to the hub repository
+    `push_to_hub` if given (its commit URL in the summary's `pushed_to`); returns the summary."""
     model, tokenizer, fingerprint, replayed = replay_run(run_dir, device, steps, show_progress)
     expected = _logged_fingerprint(RunDirectory(run_dir), replayed)
     out = Path(out_dir)
@@ -68,8 +76,21 @@ def export_run(
     }
     (out / "seedcast_export.json").write_text(json.dumps(summary, indent=2) + "\n")
     run = RunDirectory(run_dir)
-    (out / "README.md").write_text(model_card(run.load_config(), run.metrics(), summary))
+    _copy_checkpoint(run, out / CHECKPOINT_DIR, replayed)
+    reference = push_to_hub or out.name
+    es_model_card(run.load_config(), run.metrics(), summary, reference).save(out / "README.md")
+    if push_to_hub:
+        summary["pushed_to"] = push_folder(out, push_to_hub, private=private)
     return summary
+
+
+def _copy_checkpoint(run: RunDirectory, folder: Path, steps: int) -> None:
+    """The run's real checkpoint beside the weights: its config and the first `steps` lines of its update log
+    (what `seedcast export` replays; a run folder holding these two files exports the same weights)."""
+    folder.mkdir(exist_ok=True)
+    shutil.copyfile(run.path / CONFIG_FILE, folder / CONFIG_FILE)
+    lines = run.updates_path.read_bytes().splitlines(keepends=True)[:steps]
+    (folder / run.updates_path.name).write_bytes(b"".join(lines))
 
 
 def _logged_fingerprint(run: RunDirectory, step: int) -> str | None:

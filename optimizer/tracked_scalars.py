@@ -37,7 +37,9 @@ def tracked_scalars(record: IterationRecord) -> dict[str, float]:
     """A metrics.jsonl row as tracker scalars, with the ratios TRL logs: mean completion length (tokens per
     answer) and the clipped ratio (answers cut at max_new_tokens, per answer)."""
     row = record.to_row()
-    scalars = {TRACKED_NAMES[key]: float(value) for key, value in row.items() if key in TRACKED_NAMES}
+    scalars = {  # a phase no member measured (all failed) stays None in the row, and out of the trackers
+        TRACKED_NAMES[key]: float(value) for key, value in row.items() if key in TRACKED_NAMES and value is not None
+    }
     if row.get("completions"):
         if "completion_tokens" in row:
             scalars["train/completions/mean_length"] = row["completion_tokens"] / row["completions"]

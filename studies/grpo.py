@@ -39,6 +39,7 @@ from seedcast.optimizer.run_kinds import GRPO_LOG_FILE, GRPO_MODEL_DIR
 from seedcast.optimizer.run_records import BASELINE_ITERATION, IterationRecord, RunSummary
 from seedcast.optimizer.trackers import open_run_trackers
 from seedcast.proto.errors import SeedcastError
+from seedcast.studies.grpo_card import grpo_model_card
 
 log = logging.getLogger("seedcast.grpo")
 
@@ -304,4 +305,6 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
         machine=machine_kind(),
     )
     run.write_summary(summary)
+    reference = f"{run.path.name}/{GRPO_MODEL_DIR}"
+    grpo_model_card(config, rows, steps, trl.__version__, reference).save(model_dir / "README.md")
     return summary

@@ -156,7 +156,9 @@ def test_every_metrics_field_has_a_tracker_name_and_none_collide():
     row_keys = {f.name for f in fields(IterationRecord)} - {"phase_seconds"} | {phase_field(p) for p in MEMBER_PHASES}
     assert row_keys - set(UNTRACKED) == set(TRACKED_NAMES)
     assert len(set(TRACKED_NAMES.values())) == len(TRACKED_NAMES)
-    record = IterationRecord(iteration=0, step=1, completions=8, completion_tokens=40, truncated_answers=2)
+    record = IterationRecord(
+        iteration=0, step=1, completions=8, completion_tokens=40, truncated_answers=2, phase_seconds={"generate": None}
+    )
     assert tracked_scalars(record) == {
         "train/completions/count": 8.0,
         "train/completions/tokens": 40.0,

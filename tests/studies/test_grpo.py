@@ -52,6 +52,12 @@ def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tin
     assert base.keys() == trained.keys()
     assert any(not torch.equal(base[name], trained[name]) for name in base)  # the optimizer really stepped
     assert "finished 2 GRPO steps" in capsys.readouterr().out
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(run / "model" / "README.md")  # described as an ES export is (test_export_card.py)
+    assert card.data.pipeline_tag == "text-generation" and {"seedcast", "grpo", "trl"} <= set(card.data.tags)
+    assert card.data.eval_results[0].metric_value == pytest.approx(rows[-1]["eval_reward"], abs=1e-4)
+    assert "| steps | 2 |" in card.content and str(tmp_path) not in card.content
 
 
 def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir):
