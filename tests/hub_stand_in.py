@@ -1,6 +1,7 @@
 """A local stand-in for the Hugging Face hub's upload API, for tests: a real HTTP server on loopback that
 answers the calls `HfApi.create_repo` and `HfApi.upload_folder` make (create the repo, check a model card's
-metadata, ask each file's upload mode, commit), telling the client to send every file inline, and keeps what was committed in memory.
+metadata, ask each file's upload mode, commit), telling the client to send every file inline, and keeps what
+was committed in memory.
 `huggingface_hub` itself talks to it (point `HF_ENDPOINT` or `huggingface_hub.constants.ENDPOINT` at `url`), so
 a push is tested through the real client without a network or an account."""
 
