@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from seedcast.dataset_arguments import DATASET_FILE, dataset_settings
 from seedcast.evaluators.base import Problem
 from seedcast.optimizer.config import TrainConfig
-from seedcast.optimizer.config_files import load_config
+from seedcast.optimizer.config_files import load_config, merge_settings
 from seedcast.optimizer.preflight import preflight
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_records import RunSummary
 from seedcast.optimizer.trainer import TrainResult
+from seedcast.reward_functions import RewardFunction, reward_specs
 from seedcast.studies.evaluate import EvalOptions
 
 log = logging.getLogger("seedcast")
@@ -80,6 +84,10 @@ def train(
     config: TrainConfig | str | Path | None = None,
     run_dir: str | Path | None = None,
     *,
+    model: str | Path | None = None,
+    dataset: Any = None,
+    reward_funcs: RewardFunction | Sequence[RewardFunction] | None = None,
+    reward_weights: Sequence[float] | None = None,
     overrides: list[str] | None = None,
     init_from: str | Path | None = None,
     show_progress: bool = True,
@@ -89,15 +97,65 @@ def train(
 
     `config` is a TrainConfig, a YAML path or None (the defaults: the bundled model on the arithmetic task);
     `overrides` are `key=value` strings as on the command line; `init_from` starts from another run's weights.
+    As TRL's trainers do, it also takes `model` (a model spec or folder), `dataset` (a `datasets.Dataset`, a
+    list of dicts with a `prompt` field, or a data file) and `reward_funcs` (functions `f(prompts, completions,
+    **columns) -> list[float]` of any scale, or `module:function` strings) with `reward_weights`; they win over
+    `config`, and functions the servers cannot import are served to them from this process for the run.
     The optimizer's metrics are served on `metrics_port` when the config sets it (into `registry` if given).
     As the CLI does, it shows progress bars (`show_progress=False` turns them off) and draws
     RUN_DIR/reward_curve.png. Returns the final fingerprint, the metrics and the reward curve's path.
     """
     path = new_run_dir(run_dir)
     resolved = _config(config, overrides, init_from, path)
-    problems = preflight(resolved)  # before the run directory exists and any server loads
-    registry = _metrics_registry(resolved, registry)  # a taken metrics port, too
-    return _run_trainer(resolved, RunDirectory.create(path, resolved), show_progress, registry, problems)
+    functions = [reward_funcs] if callable(reward_funcs) or isinstance(reward_funcs, str) else reward_funcs
+    specs, server = reward_specs(list(functions or []))
+    existed = path.exists()
+    try:
+        resolved = _with_trl_arguments(resolved, path, model, dataset, specs, reward_weights)
+        problems = preflight(resolved)  # before the run directory exists and any server loads
+        registry = _metrics_registry(resolved, registry)  # a taken metrics port, too
+        run = RunDirectory.create(path, resolved)
+    except BaseException:
+        _remove_written_dataset(path, existed)  # a refused run leaves nothing behind
+        if server is not None:
+            server.close()
+        raise
+    try:
+        return _run_trainer(resolved, run, show_progress, registry, problems)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _remove_written_dataset(path: Path, existed: bool) -> None:
+    (path / DATASET_FILE).unlink(missing_ok=True)
+    if not existed and path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
+def _with_trl_arguments(
+    config: TrainConfig,
+    run_dir: Path,
+    model: str | Path | None,
+    dataset: Any,
+    reward_specs: list[str],
+    reward_weights: Sequence[float] | None,
+) -> TrainConfig:
+    """`config` with train()'s TRL-style arguments applied (validated together, every problem at once)."""
+    patch: dict[str, Any] = {}
+    if model is not None:
+        patch["model"] = {"name": str(model)}
+    task: dict[str, Any] = {}
+    if dataset is not None:
+        task.update(dataset_settings(dataset, run_dir, config.task.prompt_field))
+    if reward_specs:
+        task.update(reward_funcs=reward_specs, reward_weights=list(reward_weights) if reward_weights else None)
+        task["evaluator"] = None
+    elif reward_weights is not None:
+        task["reward_weights"] = list(reward_weights)
+    if task:
+        patch["task"] = task
+    return load_config(base=merge_settings(config.model_dump(), patch)) if patch else config
 
 
 def resume(

@@ -7,9 +7,9 @@ function `(completion, reference) -> float | None` is wrapped by `FunctionEvalua
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -19,15 +19,18 @@ class Problem:
     prompt: str
     reference: str
     problem_id: str = ""
+    columns: str = ""  # the record's other fields as a JSON object, when the evaluator takes them (TRL rewards)
 
 
 @dataclass(frozen=True)
 class ScoredSample:
-    """What an evaluator sees: the prompt, the model's completion and the reference answer."""
+    """What an evaluator sees: the prompt, the model's completion, the reference answer and, for reward
+    functions in TRL's convention, the problem's other dataset columns."""
 
     prompt: str
     completion: str
     reference: str
+    columns: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -48,6 +51,17 @@ class FunctionEvaluator:
     def score_batch(self, samples: list[ScoredSample]) -> list[float | None]:
         """Call the function on each sample and check its result."""
         return [checked_reward(self.fn(s.completion, s.reference), self.name) for s in samples]
+
+
+def checked_any_scale(value: object, evaluator_name: str) -> float | None:
+    """Validate a reward of any scale (TRL's convention): None, or a finite number (bools count as 0/1)."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"reward function {evaluator_name!r} returned {type(value).__name__}; expected a float or None")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"reward function {evaluator_name!r} returned {value}; rewards must be finite")
+    return float(value)
 
 
 def checked_reward(value: object, evaluator_name: str) -> float | None:

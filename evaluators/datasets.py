@@ -39,6 +39,7 @@ class DatasetSpec:
     synthetic_difficulty: int = 2
     synthetic_seed: int = 0  # the seed of generated problems (every generated task)
     countdown_difficulty: int = 1  # each generated task's level is the field its Generator.level_setting names
+    keep_columns: bool = False  # keep each record's other fields (Problem.columns) for TRL-style rewards
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -93,7 +94,9 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
     problems = []
     for index, record in enumerate(records):
         try:
-            prompt, answer = str(field_value(record, prompt_field)), field_value(record, answer_field)
+            prompt = str(field_value(record, prompt_field))
+            # Reward functions in TRL's convention read the columns; a reference is optional for them.
+            answer = _optional(record, answer_field) if spec.keep_columns else field_value(record, answer_field)
         except KeyError as error:
             raise DatasetError(
                 f"{origin} record {index}: missing {error.args[0]}; set task.prompt_field / task.answer_field"
@@ -101,8 +104,22 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
         reference = answer_text(answer)
         if task.reference is not None:
             reference = task.reference(reference) or reference
-        problems.append(Problem(prompt=prompt, reference=reference, problem_id=f"{origin}#{index}"))
+        columns = _other_columns(record, prompt_field) if spec.keep_columns else ""
+        problems.append(Problem(prompt=prompt, reference=reference, problem_id=f"{origin}#{index}", columns=columns))
     return problems
+
+
+def _optional(record: dict[str, Any], dotted: str) -> Any:
+    try:
+        return field_value(record, dotted)
+    except KeyError:
+        return ""
+
+
+def _other_columns(record: dict[str, Any], prompt_field: str) -> str:
+    """A record's fields but the prompt's, as a JSON object (values JSON cannot hold are written as text)."""
+    prompt_key = prompt_field.split(".")[0]
+    return json.dumps({key: value for key, value in record.items() if key != prompt_key}, default=str)
 
 
 def _hub_records(spec: DatasetSpec) -> list[dict[str, Any]]:

@@ -4,6 +4,8 @@ A spec is one of:
 - a built-in name: `gsm8k`, `math`, `synthetic`, `countdown`, `format` / `format-boxed`, `format-number`,
   `format-final-number`, `format-countdown` (format-only controls, evaluators/format_reward.py);
 - `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
+- `trl:[W*]module:function[+...]`: reward functions in TRL's convention, any scale, summed with weights
+  (evaluators/trl_rewards.py);
 - `module:callable`, where the callable takes (completion, reference) and returns a float in
   [0, 1] or None, or is a zero-argument factory/class whose instance has `score_batch`;
 - the name of an entry point in the `seedcast.evaluators` group, loaded the same way;
@@ -28,6 +30,8 @@ from seedcast.evaluators.format_reward import (
 )
 from seedcast.evaluators.gsm8k import gsm8k_reward
 from seedcast.evaluators.synthetic import synthetic_reward
+from seedcast.evaluators.trl_rewards import PREFIX as TRL_PREFIX
+from seedcast.evaluators.trl_rewards import RewardSpecError, TRLRewardEvaluator
 from seedcast.proto.errors import SeedcastError
 
 ENTRY_POINT_GROUP = "seedcast.evaluators"
@@ -94,7 +98,7 @@ def register_evaluator(name: str, evaluator: object) -> None:
 
     Servers started as child processes (`fleet.local`, `seedcast serve`) cannot see it: serve from this
     process with `seedcast.LocalServer`, or give the function a `module:callable` spec they can import."""
-    reserved = name in BUILTIN_EVALUATORS or name.startswith(("reward-model:", "remote:"))
+    reserved = name in BUILTIN_EVALUATORS or name.startswith(("reward-model:", "remote:", TRL_PREFIX))
     if not name or ":" in name or reserved:
         raise EvaluatorSpecError(f"cannot register {name!r}: use a plain name that is not built in and has no ':'")
     _REGISTERED_IN_PROCESS[name] = _from_object(evaluator, name)
@@ -136,6 +140,11 @@ def load_evaluator(spec: str) -> Evaluator:
         from seedcast.evaluators.reward_model import RemoteRewardEndpoint
 
         return RemoteRewardEndpoint(spec.removeprefix("remote:"))
+    if spec.startswith(TRL_PREFIX):
+        try:
+            return TRLRewardEvaluator.from_spec(spec)
+        except RewardSpecError as error:
+            raise EvaluatorSpecError(str(error)) from None
     plugins = installed_plugins()
     if spec in plugins:
         return _from_object(plugins[spec].load(), spec)
@@ -150,6 +159,6 @@ def load_evaluator(spec: str) -> Evaluator:
         return _from_object(getattr(module, attribute), spec)
     known = ", ".join([*BUILTIN_EVALUATORS, *plugins])
     raise EvaluatorSpecError(
-        f"unknown evaluator {spec!r}; use one of {known}, reward-model:PATH, remote:URL or module:callable "
-        "(a name given to seedcast.register_evaluator exists only in the process that registered it)"
+        f"unknown evaluator {spec!r}; use one of {known}, reward-model:PATH, remote:URL, trl:module:function or "
+        "module:callable (a name given to seedcast.register_evaluator exists only in the process that registered it)"
     )

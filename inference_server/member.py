@@ -29,12 +29,18 @@ class MemberOutcome:
 
 
 def score_completions(
-    evaluator: Evaluator, prompts: list[str], references: list[str], completions: list[list[Completion]]
+    evaluator: Evaluator,
+    prompts: list[str],
+    references: list[str],
+    completions: list[list[Completion]],
+    columns: list[dict] | None = None,
 ) -> list[list[float | None]]:
-    """Per prompt, the reward of each of its completions."""
+    """Per prompt, the reward of each of its completions; `columns`, per prompt, the dataset's other fields for
+    reward functions that take them."""
+    columns = columns or [{}] * len(prompts)
     samples = [
-        ScoredSample(prompt, completion.text, reference)
-        for prompt, reference, group in zip(prompts, references, completions, strict=True)
+        ScoredSample(prompt, completion.text, reference, own_columns)
+        for prompt, reference, own_columns, group in zip(prompts, references, columns, completions, strict=True)
         for completion in group
     ]
     flat = evaluator.score_batch(samples)
@@ -65,6 +71,7 @@ def evaluate_member(
     stochastic_rounding: bool = False,
     rank: int = 0,
     stop: threading.Event | None = None,
+    columns: list[dict] | None = None,
 ) -> MemberOutcome:
     """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts; weights are restored
     whatever happens, also when `stop` ends the generation early (GenerationStopped)."""
@@ -77,7 +84,7 @@ def evaluate_member(
     finally:
         backend.restore()
     restored = time.perf_counter()
-    per_prompt = score_completions(evaluator, prompts, references, completions)
+    per_prompt = score_completions(evaluator, prompts, references, completions, columns)
     scored = time.perf_counter()
     return MemberOutcome(
         rewards=[mean_of_scorable(group) for group in per_prompt],
@@ -101,6 +108,7 @@ def evaluate_members_batched(
     sampling_seeds: list[int],
     sampling: Sampling,
     stop: threading.Event | None = None,
+    columns: list[dict] | None = None,
 ) -> list[MemberOutcome]:
     """Evaluate low-rank members together in one batched generation (backends/batched_members.py). The weights
     are never perturbed, so there is nothing to restore; each member is charged an equal share of the
@@ -111,7 +119,7 @@ def evaluate_members_batched(
     outcomes = []
     for completions in answers:
         scoring = time.perf_counter()
-        per_prompt = score_completions(evaluator, prompts, references, completions)
+        per_prompt = score_completions(evaluator, prompts, references, completions, columns)
         outcomes.append(
             MemberOutcome(
                 rewards=[mean_of_scorable(group) for group in per_prompt],

@@ -31,6 +31,7 @@ from seedcast.inference_server.validation import (
     check_request_texts,
     check_task,
     check_update,
+    problem_columns,
     sampling_from_proto,
     shard_slice,
 )
@@ -166,6 +167,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     evaluator,
                     prompts=[p.prompt for p in batch.problems],
                     references=[p.reference for p in batch.problems],
+                    columns=problem_columns(batch.problems),
                     system_prompt=batch.system_prompt,
                     members=members,
                     sampling_seeds=[t.sampling.seed for t in tasks],
@@ -194,6 +196,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     evaluator,
                     prompts=prompts,
                     references=references,
+                    columns=problem_columns(problems),
                     system_prompt=batch.system_prompt,
                     seed=task.seed,
                     sigma=task.sigma,
@@ -354,8 +357,9 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
         self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:
             references = [p.reference for p in request.problems]
+            columns = problem_columns(request.problems)
             rewards = await asyncio.get_running_loop().run_in_executor(
-                None, score_completions, evaluator, prompts, references, completions
+                None, score_completions, evaluator, prompts, references, completions, columns
             )
         else:
             rewards = [[None] * len(group) for group in completions]

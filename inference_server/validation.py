@@ -6,6 +6,7 @@ the accepted range, so a client sees exactly what to fix.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -98,6 +99,7 @@ FIELD_BOUNDS: dict[str, str] = {
     "PromptBatch.system_prompt": "max_system_prompt_chars",
     "Problem.prompt": "max_prompt_chars",
     "Problem.reference": "max_prompt_chars",
+    "Problem.columns": "max_prompt_chars",
     "MemberTasks.tasks": "max_tasks_per_message",
     "UpdateRequest.terms": "max_update_terms",
     "UpdateRequest.rule": "max_rule_chars",
@@ -134,8 +136,26 @@ def check_problems(problems, limits: Limits) -> None:
     for index, problem in enumerate(problems):
         if not problem.prompt:
             raise _invalid(f"problems[{index}].prompt is empty")
-        if len(problem.prompt) > limits.max_prompt_chars or len(problem.reference) > limits.max_prompt_chars:
+        texts = (problem.prompt, problem.reference, problem.columns)
+        if any(len(text) > limits.max_prompt_chars for text in texts):
             raise _invalid(f"problems[{index}] is longer than {limits.max_prompt_chars} characters")
+        if problem.columns and not isinstance(_json_object(problem.columns), dict):
+            raise _invalid(f"problems[{index}].columns must be a JSON object of the problem's dataset columns")
+
+
+def _json_object(text: str) -> object:
+    """The JSON value of `text`, or None when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def problem_columns(problems) -> list[dict] | None:
+    """Each problem's dataset columns (checked JSON objects, see check_problems); None when no problem has any."""
+    if not any(problem.columns for problem in problems):
+        return None
+    return [json.loads(problem.columns) if problem.columns else {} for problem in problems]
 
 
 def sampling_from_proto(message: pb.SamplingParams, limits: Limits) -> Sampling:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from seedcast.evaluators.countdown import LEVELS as COUNTDOWN_LEVELS
 from seedcast.evaluators.datasets import DatasetSpec
 from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, GENERATED, TASKS, default_evaluator, default_instruction
+from seedcast.evaluators.trl_rewards import PREFIX as TRL_PREFIX
+from seedcast.evaluators.trl_rewards import RewardSpecError, format_spec, parse_spec
 from seedcast.inference_server.model_source import BUNDLED_MODEL
 from seedcast.inference_server.serve_config import (
     BACKEND_HELP,
@@ -29,8 +31,8 @@ from seedcast.optimizer.config_section import ConfigError as ConfigError  # re-e
 from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es_config import ESConfig
 from seedcast.optimizer.fleet.discovery import is_discovered, name_and_port
+from seedcast.optimizer.sampling_config import SamplingConfig as SamplingConfig  # re-exported
 from seedcast.optimizer.tracker_names import ReportTo
-from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto.transport import plaintext_allowed, split_address
 
 LOCAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")  # what fleet.local_devices may name
@@ -55,6 +57,14 @@ class TaskConfig(Section):
     answer_field: str | None = Field(None, description="Dotted field of the reference answer.")
     limit: int | None = Field(None, ge=1, description="Use only the first N problems.")
     evaluator: str | None = Field(None, description="Evaluator spec; default follows the dataset.")
+    reward_funcs: list[str] = Field(
+        default_factory=list,
+        description="Reward functions in TRL's convention, f(prompts, completions, **columns) -> list[float], as "
+        "module:function; any scale; the problem's other dataset columns are passed to them (instead of evaluator).",
+    )
+    reward_weights: list[float] | None = Field(
+        None, description="Weights of reward_funcs in their sum, as TRL's reward_weights; null = 1 each."
+    )
     instruction: str | None = Field(None, description="Text appended to every problem; default follows the evaluator.")
     system_prompt: str = Field("", description="System message; empty keeps the chat template's default.")
     synthetic_difficulty: int = Field(2, description=f"Synthetic task level, one of {sorted(LEVELS)}.")
@@ -77,6 +87,7 @@ class TaskConfig(Section):
             problems.append(f"task.dataset: unknown kind {self.dataset!r}; set one of {', '.join(TASKS)}")
         elif TASKS[self.dataset].source != GENERATED and not self.path:
             problems.append(f"task.path: dataset {self.dataset!r} needs a path (a data file, or a hub id for hf)")
+        problems.extend(self._reward_problems())
         for task in TASKS.values():  # every level setting must be valid, whichever task the run uses
             if task.generator is not None:
                 problems.append(task.generator.level_problem(getattr(self, task.generator.level_setting)))
@@ -85,8 +96,26 @@ class TaskConfig(Section):
             raise ValueError("; ".join(problems))
         return self
 
+    def _reward_problems(self) -> list[str]:
+        if not self.reward_funcs:
+            return ["task.reward_weights: set task.reward_funcs too"] if self.reward_weights is not None else []
+        problems = []
+        if self.evaluator:
+            problems.append("task.reward_funcs and task.evaluator both name how to score; set one of them")
+        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
+            problems.append(f"task.reward_weights needs one weight per reward function ({len(self.reward_funcs)})")
+        else:
+            try:
+                parse_spec(self.evaluator_spec())
+            except RewardSpecError as error:
+                problems.append(f"task.reward_funcs: {error}")
+        return problems
+
     def evaluator_spec(self) -> str:
-        """The evaluator to score with: explicit, else the dataset's natural one."""
+        """The evaluator to score with: the reward functions' `trl:` spec, an explicit one, else the dataset's."""
+        if self.reward_funcs:
+            weights = self.reward_weights or [1.0] * len(self.reward_funcs)
+            return format_spec(list(zip(self.reward_funcs, weights, strict=True)))
         return self.evaluator or default_evaluator(self.dataset)
 
     def instruction_text(self) -> str:
@@ -106,43 +135,7 @@ class TaskConfig(Section):
             synthetic_difficulty=self.synthetic_difficulty,
             synthetic_seed=seed,
             countdown_difficulty=self.countdown_difficulty,
-        )
-
-
-class SamplingConfig(Section):
-    """How members generate. Greedy (temperature 0) keeps rewards a function of the weights alone."""
-
-    temperature: float = Field(0.0, ge=0.0, description="0 = greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold.")
-    max_new_tokens: int = Field(16, ge=1, le=8192, description="Tokens per completion at most.")
-    samples_per_prompt: int = Field(1, ge=1, le=256, description="Completions per problem and member.")
-    top_k: int = Field(0, ge=0, description="Sample from the k most likely tokens only; 0 = off.")
-    min_p: float = Field(
-        0.0, ge=0.0, le=1.0, description="Drop tokens less likely than min_p x the most likely one; 0 = off."
-    )
-    repetition_penalty: float = Field(
-        1.0,
-        gt=0.0,
-        allow_inf_nan=False,
-        description="Penalise tokens already in the prompt or completion (transformers' and vLLM's rule); 1 = off.",
-    )
-    stop: list[Annotated[str, StringConstraints(min_length=1, max_length=256)]] = Field(
-        default_factory=list,
-        max_length=16,
-        description="End a completion where it first contains one of these strings (cut off before scoring).",
-    )
-
-    def to_proto(self, temperature: float | None = None) -> pb.SamplingParams:
-        """These settings on the wire (at another temperature where given: the greedy evaluation)."""
-        return pb.SamplingParams(
-            temperature=self.temperature if temperature is None else temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            samples_per_prompt=self.samples_per_prompt,
-            top_k=self.top_k,
-            min_p=self.min_p,
-            repetition_penalty=self.repetition_penalty,
-            stop=self.stop,
+            keep_columns=self.evaluator_spec().startswith(TRL_PREFIX),
         )
 
 
@@ -337,6 +330,15 @@ class TrainConfig(Section):
             raise ValueError(
                 f"fleet.prompt_shards ({self.fleet.prompt_shards}) must be at most batch_size ({self.batch_size}): "
                 "every shard needs a prompt"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_reward_scale(self) -> TrainConfig:
+        if self.es.fitness == "per_prompt" and self.task.evaluator_spec().startswith(TRL_PREFIX):
+            raise ValueError(
+                "es.fitness=per_prompt sends each prompt's reward as one byte for rewards in [0, 1], but reward "
+                "functions in TRL's convention have any scale; use es.fitness=mean (a member's mean reward, any scale)"
             )
         return self
 

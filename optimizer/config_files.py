@@ -41,11 +41,12 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     return tree
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_settings(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra`'s settings on top, section by section."""
     merged = dict(base)
     for key, value in extra.items():
         both_sections = isinstance(value, dict) and isinstance(merged.get(key), dict)
-        merged[key] = _merge(merged[key], value) if both_sections else value
+        merged[key] = merge_settings(merged[key], value) if both_sections else value
     return merged
 
 
@@ -81,8 +82,8 @@ def load_config(
             raise schema.ConfigError(f"config file {path} is not valid YAML: {error}") from None
         if not isinstance(loaded, dict):
             raise schema.ConfigError(f"config file {path} must hold a mapping of keys, not {type(loaded).__name__}")
-        data = _merge(data, loaded)
-    data = _merge(data, parse_overrides(overrides or []))
+        data = merge_settings(data, loaded)
+    data = merge_settings(data, parse_overrides(overrides or []))
     return build_config(data)
 
 

@@ -52,7 +52,7 @@ class TrainResult:
 
 
 def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
-    return pb.Problem(prompt=prompt_text(problem, instruction), reference=problem.reference)
+    return pb.Problem(prompt=prompt_text(problem, instruction), reference=problem.reference, columns=problem.columns)
 
 
 class Trainer:

@@ -29,12 +29,14 @@ class SamplingParams(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., samples_per_prompt: _Optional[int] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Problem(_message.Message):
-    __slots__ = ("prompt", "reference")
+    __slots__ = ("prompt", "reference", "columns")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     reference: str
-    def __init__(self, prompt: _Optional[str] = ..., reference: _Optional[str] = ...) -> None: ...
+    columns: str
+    def __init__(self, prompt: _Optional[str] = ..., reference: _Optional[str] = ..., columns: _Optional[str] = ...) -> None: ...
 
 class PromptBatch(_message.Message):
     __slots__ = ("iteration", "problems", "evaluator", "system_prompt")

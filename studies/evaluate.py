@@ -252,7 +252,10 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         chunk = problems[start : start + options.problems_per_call]
         requests.append(
             pb.SampleRequest(
-                problems=[pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference) for p in chunk],
+                problems=[
+                    pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference, columns=p.columns)
+                    for p in chunk
+                ],
                 evaluator=evaluator,
                 system_prompt=config.task.system_prompt,
                 return_entropy=options.entropy,
