@@ -20,6 +20,8 @@ class Problem:
     reference: str
     problem_id: str = ""
     columns: str = ""  # the record's other fields as a JSON object, when the evaluator takes them (TRL rewards)
+    # A conversational prompt (TRL's format) as (role, content) pairs; `prompt` is then its last user message.
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,31 @@ class ScoredSample:
     completion: str
     reference: str
     columns: Mapping[str, Any] = field(default_factory=dict)
+    messages: tuple[Mapping[str, str], ...] = ()  # the conversation, when the prompt was one (TRL's format)
+
+
+@dataclass(frozen=True)
+class ScoringInputs:
+    """What a batch's completions are scored against, per problem: the user message's text, the reference, and
+    (None when no problem has any) the dataset columns and the conversation."""
+
+    texts: list[str]
+    references: list[str]
+    columns: list[dict[str, Any]] | None = None
+    messages: list[tuple[Mapping[str, str], ...]] | None = None
+
+    def part(self, problems: slice) -> ScoringInputs:
+        """The inputs of a slice of the problems."""
+        columns = self.columns[problems] if self.columns is not None else None
+        messages = self.messages[problems] if self.messages is not None else None
+        return ScoringInputs(self.texts[problems], self.references[problems], columns, messages)
+
+    def samples(self, index: int, completions: list[str]) -> list[ScoredSample]:
+        """Problem `index`'s completions as samples to score."""
+        columns = self.columns[index] if self.columns is not None else {}
+        messages = self.messages[index] if self.messages is not None else ()
+        text, reference = self.texts[index], self.references[index]
+        return [ScoredSample(text, completion, reference, columns, messages) for completion in completions]
 
 
 @runtime_checkable

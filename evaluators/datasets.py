@@ -94,7 +94,7 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
     problems = []
     for index, record in enumerate(records):
         try:
-            prompt = str(field_value(record, prompt_field))
+            prompt, messages = prompt_and_messages(field_value(record, prompt_field))
             # Reward functions in TRL's convention read the columns; a reference is optional for them.
             answer = _optional(record, answer_field) if spec.keep_columns else field_value(record, answer_field)
         except KeyError as error:
@@ -105,8 +105,22 @@ def _problems_from_records(records: list[dict[str, Any]], spec: DatasetSpec, ori
         if task.reference is not None:
             reference = task.reference(reference) or reference
         columns = _other_columns(record, prompt_field) if spec.keep_columns else ""
-        problems.append(Problem(prompt=prompt, reference=reference, problem_id=f"{origin}#{index}", columns=columns))
+        problem_id = f"{origin}#{index}"
+        problems.append(Problem(prompt, reference, problem_id, columns=columns, messages=messages))
     return problems
+
+
+def prompt_and_messages(value: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A prompt field's text, and its messages when it is a conversation (TRL's conversational format: a list
+    of {"role", "content"}), whose text is then the last user message's."""
+    is_conversation = isinstance(value, list) and value and all(isinstance(m, dict) for m in value)
+    if not is_conversation:
+        return str(value), ()
+    if not all(isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value):
+        raise DatasetError("a prompt that is a conversation needs a string role and content in every message")
+    messages = tuple((m["role"], m["content"]) for m in value)
+    users = [content for role, content in messages if role == "user"]
+    return (users[-1] if users else messages[-1][1]), messages
 
 
 def _optional(record: dict[str, Any], dotted: str) -> Any:

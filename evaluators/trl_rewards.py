@@ -88,8 +88,11 @@ class TRLRewardEvaluator:
 
     def score_batch(self, samples: list[ScoredSample]) -> list[float | None]:
         """One call per function over the whole batch; the weighted sum per sample (None: no function scored)."""
-        prompts = [s.prompt for s in samples]
-        completions = [s.completion for s in samples]
+        # Conversational problems are given as TRL gives them: the messages, and the completion as a message.
+        prompts = [list(s.messages) if s.messages else s.prompt for s in samples]
+        completions = [
+            [{"role": "assistant", "content": s.completion}] if s.messages else s.completion for s in samples
+        ]
         names = sorted({name for s in samples for name in s.columns} - {"prompts", "completions"})
         columns = {name: [s.columns.get(name) for s in samples] for name in names}
         totals: list[float | None] = [None] * len(samples)

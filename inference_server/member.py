@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from seedcast.evaluators.base import Evaluator, ScoredSample
+from seedcast.evaluators.base import Evaluator, ScoringInputs
 from seedcast.inference_server.backends.base import Backend, BatchMember, Completion, Sampling
 from seedcast.proto.scorable import mean_of_scorable
 
@@ -29,19 +29,11 @@ class MemberOutcome:
 
 
 def score_completions(
-    evaluator: Evaluator,
-    prompts: list[str],
-    references: list[str],
-    completions: list[list[Completion]],
-    columns: list[dict] | None = None,
+    evaluator: Evaluator, scoring: ScoringInputs, completions: list[list[Completion]]
 ) -> list[list[float | None]]:
-    """Per prompt, the reward of each of its completions; `columns`, per prompt, the dataset's other fields for
-    reward functions that take them."""
-    columns = columns or [{}] * len(prompts)
+    """Per problem, the reward of each of its completions, scored in one batch."""
     samples = [
-        ScoredSample(prompt, completion.text, reference, own_columns)
-        for prompt, reference, own_columns, group in zip(prompts, references, columns, completions, strict=True)
-        for completion in group
+        sample for index, group in enumerate(completions) for sample in scoring.samples(index, [c.text for c in group])
     ]
     flat = evaluator.score_batch(samples)
     if len(flat) != len(samples):
@@ -62,7 +54,7 @@ def evaluate_member(
     evaluator: Evaluator,
     *,
     prompts: list[str],
-    references: list[str],
+    scoring: ScoringInputs,
     system_prompt: str,
     seed: int,
     sigma: float,
@@ -71,7 +63,6 @@ def evaluate_member(
     stochastic_rounding: bool = False,
     rank: int = 0,
     stop: threading.Event | None = None,
-    columns: list[dict] | None = None,
 ) -> MemberOutcome:
     """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts; weights are restored
     whatever happens, also when `stop` ends the generation early (GenerationStopped)."""
@@ -84,7 +75,7 @@ def evaluate_member(
     finally:
         backend.restore()
     restored = time.perf_counter()
-    per_prompt = score_completions(evaluator, prompts, references, completions, columns)
+    per_prompt = score_completions(evaluator, scoring, completions)
     scored = time.perf_counter()
     return MemberOutcome(
         rewards=[mean_of_scorable(group) for group in per_prompt],
@@ -102,13 +93,12 @@ def evaluate_members_batched(
     evaluator: Evaluator,
     *,
     prompts: list[str],
-    references: list[str],
+    scoring: ScoringInputs,
     system_prompt: str,
     members: list[BatchMember],
     sampling_seeds: list[int],
     sampling: Sampling,
     stop: threading.Event | None = None,
-    columns: list[dict] | None = None,
 ) -> list[MemberOutcome]:
     """Evaluate low-rank members together in one batched generation (backends/batched_members.py). The weights
     are never perturbed, so there is nothing to restore; each member is charged an equal share of the
@@ -118,8 +108,8 @@ def evaluate_members_batched(
     generate_share = (time.perf_counter() - started) / len(members)
     outcomes = []
     for completions in answers:
-        scoring = time.perf_counter()
-        per_prompt = score_completions(evaluator, prompts, references, completions, columns)
+        scoring_started = time.perf_counter()
+        per_prompt = score_completions(evaluator, scoring, completions)
         outcomes.append(
             MemberOutcome(
                 rewards=[mean_of_scorable(group) for group in per_prompt],
@@ -127,7 +117,7 @@ def evaluate_members_batched(
                 perturb_seconds=0.0,
                 generate_seconds=generate_share,
                 restore_seconds=0.0,
-                score_seconds=time.perf_counter() - scoring,
+                score_seconds=time.perf_counter() - scoring_started,
                 truncated=_truncated(completions),
             )
         )

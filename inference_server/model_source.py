@@ -9,8 +9,10 @@ float32 on load. Nothing here downloads unless the spec is a hub id and the hub 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from seedcast.proto.errors import SeedcastError
 
@@ -104,11 +106,26 @@ def load_model_and_tokenizer(spec: str):
     return model, tokenizer
 
 
-def chat_text(tokenizer, user_message: str, system_prompt: str = "") -> str:
-    """The text a model generates from: its chat template with the generation prompt, or the message
-    itself when it has no template. GRPO training builds its prompts with this too."""
-    if not tokenizer.chat_template:
-        return user_message
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.append({"role": "user", "content": user_message})
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+def chat_text(
+    tokenizer,
+    user_message: str | Sequence[Mapping[str, str]],
+    system_prompt: str = "",
+    plain: bool = False,
+    template_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """The text a model generates from: the model's own chat template, applied once, with the generation
+    prompt, to the user message or to a conversation (TRL's conversational format; `system_prompt` goes first
+    unless it has a system message), with `template_kwargs` passed to the template; the text itself when
+    the model has no template or `plain` is asked for (a conversation's contents then joined by blank lines).
+    GRPO training builds its prompts with this too."""
+    messages = [{"role": "user", "content": user_message}] if isinstance(user_message, str) else list(user_message)
+    if plain or not getattr(tokenizer, "chat_template", None):
+        return "\n\n".join(message["content"] for message in messages)
+    if system_prompt and not any(message["role"] == "system" for message in messages):
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    kwargs = dict(template_kwargs or {})
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+
+
+class FormattedPrompt(str):
+    """A prompt already in the form the model generates from (chat_text's result): backends pass it as is."""

@@ -23,6 +23,7 @@ from seedcast.inference_server.backends.base import Backend, BatchMember
 from seedcast.inference_server.member import evaluate_member, evaluate_members_batched, score_completions
 from seedcast.inference_server.member_answers import member_failure, member_result
 from seedcast.inference_server.metrics import ServerMetrics
+from seedcast.inference_server.problem_inputs import ProblemInputs, problem_inputs
 from seedcast.inference_server.validation import (
     Limits,
     RequestError,
@@ -31,7 +32,6 @@ from seedcast.inference_server.validation import (
     check_request_texts,
     check_task,
     check_update,
-    problem_columns,
     sampling_from_proto,
     shard_slice,
 )
@@ -105,6 +105,10 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             self._evaluators[spec] = evaluator
         return self._evaluators[spec]
 
+    def _tokenizer(self):
+        """The backend's tokenizer, whose chat template formats conversations (None for a test double)."""
+        return getattr(self.backend, "tokenizer", None)
+
     async def _refuse(self, context: grpc.aio.ServicerContext, method: str, error: RequestError) -> None:
         self.metrics.rpc_error(method, error.code.name)
         await context.abort(error.code, error.message)
@@ -112,6 +116,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
     async def Evaluate(self, request_iterator, context: grpc.aio.ServicerContext):
         """Answer each MemberTask of the stream with a result or a failure, in order."""
         batch: pb.PromptBatch | None = None
+        inputs: ProblemInputs | None = None
         evaluator: Evaluator | None = None
         async for request in request_iterator:
             try:
@@ -119,6 +124,9 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     check_request_texts(request.batch, self.limits)
                     evaluator = await asyncio.get_running_loop().run_in_executor(
                         None, self._evaluator, request.batch.evaluator
+                    )
+                    inputs = await asyncio.get_running_loop().run_in_executor(
+                        None, problem_inputs, request.batch, self._tokenizer()
                     )
                     batch = request.batch
                     continue
@@ -144,16 +152,16 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             except RequestError as error:
                 await self._refuse(context, "Evaluate", error)
             if together:
-                answers = await self._evaluate_together(batch, evaluator, checked)
+                answers = await self._evaluate_together(batch, inputs, evaluator, checked)
             else:
-                answers = [await self._evaluate(batch, evaluator, task, sampling) for task, sampling in checked]
+                answers = [await self._evaluate(batch, inputs, evaluator, task, sampling) for task, sampling in checked]
             yield (
                 answers[0]
                 if request.HasField("task")
                 else pb.EvaluateResponse(batch=pb.EvaluateResponses(responses=answers))
             )
 
-    async def _evaluate_together(self, batch, evaluator, checked) -> list[pb.EvaluateResponse]:
+    async def _evaluate_together(self, batch, inputs, evaluator, checked) -> list[pb.EvaluateResponse]:
         """Low-rank members in one batched generation; each is answered with its own result or failure."""
         tasks = [task for task, _ in checked]
         members = [BatchMember(seed=t.seed, sigma=t.sigma, sign=t.sign, rank=t.rank) for t in tasks]
@@ -165,9 +173,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     evaluate_members_batched,
                     self.backend,
                     evaluator,
-                    prompts=[p.prompt for p in batch.problems],
-                    references=[p.reference for p in batch.problems],
-                    columns=problem_columns(batch.problems),
+                    prompts=inputs.prompts,
+                    scoring=inputs.scoring,
                     system_prompt=batch.system_prompt,
                     members=members,
                     sampling_seeds=[t.sampling.seed for t in tasks],
@@ -181,10 +188,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
             self._record(outcome)
         return [member_result(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)]
 
-    async def _evaluate(self, batch, evaluator, task, sampling) -> pb.EvaluateResponse:
-        problems = batch.problems[shard_slice(task, len(batch.problems))]
-        prompts = [p.prompt for p in problems]
-        references = [p.reference for p in problems]
+    async def _evaluate(self, batch, inputs, evaluator, task, sampling) -> pb.EvaluateResponse:
+        part = inputs.part(shard_slice(task, len(batch.problems)))
         try:
             async with self._lock:
                 # Checked again under the lock: an update may have run while this member waited.
@@ -194,9 +199,8 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     evaluate_member,
                     self.backend,
                     evaluator,
-                    prompts=prompts,
-                    references=references,
-                    columns=problem_columns(problems),
+                    prompts=part.prompts,
+                    scoring=part.scoring,
                     system_prompt=batch.system_prompt,
                     seed=task.seed,
                     sigma=task.sigma,
@@ -346,20 +350,18 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     f"the {self.backend.info().backend} backend cannot compute full-distribution "
                     "token entropy; sample without it or use hf servers",
                 )
+            inputs = await asyncio.get_running_loop().run_in_executor(None, problem_inputs, request, self._tokenizer())
         except RequestError as error:
             await self._refuse(context, "Sample", error)
-        prompts = [p.prompt for p in request.problems]
         async with self._lock:
             completions = await self._on_worker(
-                self.backend.generate, prompts, sampling, request.system_prompt, request.return_entropy
+                self.backend.generate, inputs.prompts, sampling, request.system_prompt, request.return_entropy
             )
         self.metrics.samples_served.inc(sum(len(group) for group in completions))
         self.metrics.tokens_generated.inc(sum(c.tokens for group in completions for c in group))
         if evaluator is not None:
-            references = [p.reference for p in request.problems]
-            columns = problem_columns(request.problems)
             rewards = await asyncio.get_running_loop().run_in_executor(
-                None, score_completions, evaluator, prompts, references, completions, columns
+                None, score_completions, evaluator, inputs.scoring, completions
             )
         else:
             rewards = [[None] * len(group) for group in completions]

@@ -41,6 +41,9 @@ class Limits:
     max_new_tokens: int = 8192
     max_samples_per_prompt: int = 256
     max_stop_strings: int = 16
+    max_messages: int = 256  # a conversational prompt's messages
+    max_role_chars: int = 64
+    max_template_kwargs_chars: int = 4096  # chat_template_kwargs, a JSON object
     max_stop_chars: int = 256  # each stop string
     max_update_terms: int = 65_536
     max_rule_chars: int = 64  # an update rule's name and each parameter's name (errors quote them)
@@ -110,6 +113,11 @@ FIELD_BOUNDS: dict[str, str] = {
     "SampleRequest.system_prompt": "max_system_prompt_chars",
     "StateRequest.evaluator": "max_evaluator_chars",
     "SamplingParams.stop": "max_stop_strings",
+    "Problem.messages": "max_messages",
+    "ChatMessage.role": "max_role_chars",
+    "ChatMessage.content": "max_prompt_chars",
+    "PromptBatch.chat_template_kwargs": "max_template_kwargs_chars",
+    "SampleRequest.chat_template_kwargs": "max_template_kwargs_chars",
 }
 
 
@@ -117,6 +125,8 @@ def check_request_texts(message: pb.PromptBatch | pb.SampleRequest, limits: Limi
     """The problems, the evaluator spec and the system prompt of a batch or a Sample request."""
     check_problems(message.problems, limits)
     check_evaluator_length(message.evaluator, limits)
+    if len(message.chat_template_kwargs) > limits.max_template_kwargs_chars:
+        raise _invalid(f"chat_template_kwargs is longer than {limits.max_template_kwargs_chars} characters")
     if len(message.system_prompt) > limits.max_system_prompt_chars:
         raise _invalid(f"system_prompt is longer than {limits.max_system_prompt_chars} characters")
 
@@ -134,13 +144,26 @@ def check_problems(problems, limits: Limits) -> None:
     if len(problems) > limits.max_prompts:
         raise _invalid(f"at most {limits.max_prompts} problems per request, got {len(problems)}")
     for index, problem in enumerate(problems):
-        if not problem.prompt:
-            raise _invalid(f"problems[{index}].prompt is empty")
+        if not problem.prompt and not problem.messages:
+            raise _invalid(f"problems[{index}] has neither a prompt nor messages")
+        check_messages(problem.messages, index, limits)
         texts = (problem.prompt, problem.reference, problem.columns)
         if any(len(text) > limits.max_prompt_chars for text in texts):
             raise _invalid(f"problems[{index}] is longer than {limits.max_prompt_chars} characters")
         if problem.columns and not isinstance(_json_object(problem.columns), dict):
             raise _invalid(f"problems[{index}].columns must be a JSON object of the problem's dataset columns")
+
+
+def check_messages(messages, index: int, limits: Limits) -> None:
+    """A conversation of at most max_messages messages, each with a bounded role and content."""
+    if len(messages) > limits.max_messages:
+        raise _invalid(f"problems[{index}] has {len(messages)} messages, more than {limits.max_messages}")
+    for number, message in enumerate(messages):
+        if not 0 < len(message.role) <= limits.max_role_chars or len(message.content) > limits.max_prompt_chars:
+            raise _invalid(
+                f"problems[{index}].messages[{number}] needs a role of 1 to {limits.max_role_chars} characters and "
+                f"content of at most {limits.max_prompt_chars}"
+            )
 
 
 def _json_object(text: str) -> object:
@@ -149,13 +172,6 @@ def _json_object(text: str) -> object:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def problem_columns(problems) -> list[dict] | None:
-    """Each problem's dataset columns (checked JSON objects, see check_problems); None when no problem has any."""
-    if not any(problem.columns for problem in problems):
-        return None
-    return [json.loads(problem.columns) if problem.columns else {} for problem in problems]
 
 
 def sampling_from_proto(message: pb.SamplingParams, limits: Limits) -> Sampling:

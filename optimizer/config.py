@@ -7,6 +7,7 @@ and what to set, before anything starts.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Literal
@@ -67,6 +68,12 @@ class TaskConfig(Section):
     )
     instruction: str | None = Field(None, description="Text appended to every problem; default follows the evaluator.")
     system_prompt: str = Field("", description="System message; empty keeps the chat template's default.")
+    chat_template: bool = Field(
+        True, description="Prompt through the model's own chat template; false = the text as it is (base models)."
+    )
+    chat_template_kwargs: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict, description="Extra keyword arguments of the chat template, e.g. {enable_thinking: false}."
+    )
     synthetic_difficulty: int = Field(2, description=f"Synthetic task level, one of {sorted(LEVELS)}.")
     synthetic_size: int = Field(
         2000, ge=1, description="Number of generated problems (synthetic, countdown) to draw batches from."
@@ -117,6 +124,15 @@ class TaskConfig(Section):
             weights = self.reward_weights or [1.0] * len(self.reward_funcs)
             return format_spec(list(zip(self.reward_funcs, weights, strict=True)))
         return self.evaluator or default_evaluator(self.dataset)
+
+    def prompt_format(self) -> dict[str, str | bool]:
+        """How servers turn problems into prompts: the PromptBatch / SampleRequest fields."""
+        kwargs = json.dumps(self.chat_template_kwargs, sort_keys=True) if self.chat_template_kwargs else ""
+        return {
+            "system_prompt": self.system_prompt,
+            "plain_prompts": not self.chat_template,
+            "chat_template_kwargs": kwargs,
+        }
 
     def instruction_text(self) -> str:
         """The instruction appended to each problem."""

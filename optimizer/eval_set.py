@@ -8,6 +8,7 @@ from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.tasks import GENERATED, TASKS
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.es.seeds import derive_seed, minibatch_indices
+from seedcast.proto import seedcast_pb2 as pb
 
 EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of a generated task is drawn from another stream
 
@@ -15,6 +16,31 @@ EVAL_SEED_OFFSET = 1_000_003  # the evaluation set of a generated task is drawn 
 def prompt_text(problem: Problem, instruction: str) -> str:
     """The user message of a problem: its text, then the task's instruction."""
     return f"{problem.prompt}\n\n{instruction}" if instruction else problem.prompt
+
+
+def prompt_messages(problem: Problem, instruction: str) -> list[dict[str, str]]:
+    """A conversational problem's messages, the task's instruction after its last user message's text."""
+    messages = [{"role": role, "content": content} for role, content in problem.messages]
+    users = [index for index, message in enumerate(messages) if message["role"] == "user"]
+    if instruction and users:
+        messages[users[-1]]["content"] = prompt_text(problem, instruction)
+    return messages
+
+
+def model_prompt(problem: Problem, instruction: str) -> str | list[dict[str, str]]:
+    """What the model is prompted with: the conversation, or the user message (chat_text's input)."""
+    return prompt_messages(problem, instruction) if problem.messages else prompt_text(problem, instruction)
+
+
+def wire_problem(problem: Problem, instruction: str) -> pb.Problem:
+    """A problem as servers receive it: the user message (or the conversation), the reference and columns."""
+    messages = [pb.ChatMessage(**message) for message in prompt_messages(problem, instruction)]
+    return pb.Problem(
+        prompt=prompt_text(problem, instruction),
+        reference=problem.reference,
+        columns=problem.columns,
+        messages=messages,
+    )
 
 
 def eval_problems(config: TrainConfig, training_problems: list[Problem]) -> list[Problem]:

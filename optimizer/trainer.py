@@ -23,7 +23,7 @@ from seedcast.optimizer.es.fitness import member_fitness
 from seedcast.optimizer.es.seeds import minibatch_indices
 from seedcast.optimizer.es.strategies import make_strategy
 from seedcast.optimizer.es.strategy import ESState, Member
-from seedcast.optimizer.eval_set import eval_problems, prompt_text
+from seedcast.optimizer.eval_set import eval_problems, wire_problem
 from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import Deadlines, FleetScheduler, IterationWork, MemberReport
 from seedcast.optimizer.fleet.shards import tail_advice
@@ -49,10 +49,6 @@ class TrainResult:
     fingerprint: str
     metrics: list[IterationRecord]
     reward_curve: str = ""  # the reward curve PNG's path, or why none was drawn (set by seedcast.train / resume)
-
-
-def _problem_proto(problem: Problem, instruction: str) -> pb.Problem:
-    return pb.Problem(prompt=prompt_text(problem, instruction), reference=problem.reference, columns=problem.columns)
 
 
 class Trainer:
@@ -96,8 +92,8 @@ class Trainer:
         return pb.PromptBatch(
             iteration=iteration,
             evaluator=self.evaluator,
-            system_prompt=self.config.task.system_prompt,
-            problems=[_problem_proto(self.problems[i], self.instruction) for i in indices],
+            **self.config.task.prompt_format(),
+            problems=[wire_problem(self.problems[i], self.instruction) for i in indices],
         )
 
     def _eval_problems(self) -> list[pb.Problem]:
@@ -106,7 +102,7 @@ class Trainer:
         return self._eval_set
 
     def _build_eval_problems(self) -> list[pb.Problem]:
-        return [_problem_proto(problem, self.instruction) for problem in eval_problems(self.config, self.problems)]
+        return [wire_problem(problem, self.instruction) for problem in eval_problems(self.config, self.problems)]
 
     async def evaluate_current(self) -> float:
         """Greedy mean reward of the unperturbed weights on the fixed evaluation set."""
@@ -114,7 +110,7 @@ class Trainer:
             problems=self._eval_problems(),
             evaluator=self.evaluator,
             sampling=self._sampling(temperature=0.0),
-            system_prompt=self.config.task.system_prompt,
+            **self.config.task.prompt_format(),
         )
         request.sampling.samples_per_prompt = 1
         reply = await self.fleet.active[0].sample(request)

@@ -29,26 +29,40 @@ class SamplingParams(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., samples_per_prompt: _Optional[int] = ..., seed: _Optional[int] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., stop: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Problem(_message.Message):
-    __slots__ = ("prompt", "reference", "columns")
+    __slots__ = ("prompt", "reference", "columns", "messages")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     reference: str
     columns: str
-    def __init__(self, prompt: _Optional[str] = ..., reference: _Optional[str] = ..., columns: _Optional[str] = ...) -> None: ...
+    messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
+    def __init__(self, prompt: _Optional[str] = ..., reference: _Optional[str] = ..., columns: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ...) -> None: ...
+
+class ChatMessage(_message.Message):
+    __slots__ = ("role", "content")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
 
 class PromptBatch(_message.Message):
-    __slots__ = ("iteration", "problems", "evaluator", "system_prompt")
+    __slots__ = ("iteration", "problems", "evaluator", "system_prompt", "plain_prompts", "chat_template_kwargs")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     problems: _containers.RepeatedCompositeFieldContainer[Problem]
     evaluator: str
     system_prompt: str
-    def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ...) -> None: ...
+    plain_prompts: bool
+    chat_template_kwargs: str
+    def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ..., plain_prompts: _Optional[bool] = ..., chat_template_kwargs: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
     __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards", "rank")
@@ -232,18 +246,22 @@ class ServerState(_message.Message):
     def __init__(self, step: _Optional[int] = ..., weights_fingerprint: _Optional[str] = ..., model: _Optional[str] = ..., backend: _Optional[str] = ..., device: _Optional[str] = ..., dtype: _Optional[str] = ..., parameters: _Optional[int] = ..., noise: _Optional[str] = ..., parent_fingerprint: _Optional[str] = ..., batches_members: _Optional[bool] = ..., evaluator_problem: _Optional[str] = ..., lowrank_targets: _Optional[str] = ...) -> None: ...
 
 class SampleRequest(_message.Message):
-    __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy")
+    __slots__ = ("problems", "evaluator", "sampling", "system_prompt", "return_entropy", "plain_prompts", "chat_template_kwargs")
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     RETURN_ENTROPY_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     problems: _containers.RepeatedCompositeFieldContainer[Problem]
     evaluator: str
     sampling: SamplingParams
     system_prompt: str
     return_entropy: bool
-    def __init__(self, problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., system_prompt: _Optional[str] = ..., return_entropy: _Optional[bool] = ...) -> None: ...
+    plain_prompts: bool
+    chat_template_kwargs: str
+    def __init__(self, problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., system_prompt: _Optional[str] = ..., return_entropy: _Optional[bool] = ..., plain_prompts: _Optional[bool] = ..., chat_template_kwargs: _Optional[str] = ...) -> None: ...
 
 class ProblemSamples(_message.Message):
     __slots__ = ("completions", "rewards", "completion_tokens", "truncated", "mean_token_entropy")

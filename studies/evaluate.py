@@ -29,7 +29,7 @@ from seedcast.evaluators.tasks import problem_key
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.seeds import derive_seed
-from seedcast.optimizer.eval_set import prompt_text
+from seedcast.optimizer.eval_set import wire_problem
 from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
@@ -252,12 +252,9 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         chunk = problems[start : start + options.problems_per_call]
         requests.append(
             pb.SampleRequest(
-                problems=[
-                    pb.Problem(prompt=prompt_text(p, instruction), reference=p.reference, columns=p.columns)
-                    for p in chunk
-                ],
+                problems=[wire_problem(p, instruction) for p in chunk],
                 evaluator=evaluator,
-                system_prompt=config.task.system_prompt,
+                **config.task.prompt_format(),
                 return_entropy=options.entropy,
                 sampling=pb.SamplingParams(
                     temperature=options.temperature,

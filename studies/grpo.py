@@ -32,7 +32,7 @@ from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.optimizer.config import ConfigError, TrainConfig
-from seedcast.optimizer.eval_set import eval_problems, prompt_text
+from seedcast.optimizer.eval_set import eval_problems, model_prompt
 from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import GRPO_LOG_FILE, GRPO_MODEL_DIR
@@ -155,13 +155,20 @@ def _trl():
     return trl, TrainerCallback, PrinterCallback
 
 
+def _model_text(tokenizer: Any, problem: Problem, instruction: str, config: TrainConfig) -> str:
+    """The text the model generates from, formatted as the servers format it for ES."""
+    task = config.task
+    prompt = model_prompt(problem, instruction)
+    return chat_text(tokenizer, prompt, task.system_prompt, not task.chat_template, task.chat_template_kwargs)
+
+
 def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
     from datasets import Dataset
 
     instruction = config.task.instruction_text()
     return Dataset.from_dict(
         {
-            "prompt": [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in problems],
+            "prompt": [_model_text(tokenizer, p, instruction, config) for p in problems],
             "reference": [p.reference for p in problems],
         }
     )
@@ -180,7 +187,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     reward = EvaluatorReward(config.task.evaluator_spec())
     instruction = config.task.instruction_text()
     held_out = eval_problems(config, problems)
-    eval_texts = [chat_text(tokenizer, prompt_text(p, instruction), config.task.system_prompt) for p in held_out]
+    eval_texts = [_model_text(tokenizer, p, instruction, config) for p in held_out]
     eval_refs = [p.reference for p in held_out]
     micro = micro_batch_size(config)
     steps = config.grpo_steps()

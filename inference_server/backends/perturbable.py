@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from seedcast.inference_server.backends.base import BackendInfo
-from seedcast.inference_server.model_source import chat_text
+from seedcast.inference_server.model_source import FormattedPrompt, chat_text
 from seedcast.inference_server.noise.update_rules import PLAIN_RULE
 
 
@@ -175,5 +175,8 @@ class PerturbableBackend:
 
     def chat_texts(self, prompts: list[str], system_prompt: str = "") -> list[str]:
         """Each user prompt in the model's chat template (plain text when it has none), the same on every
-        backend."""
-        return [chat_text(self.tokenizer, prompt, system_prompt) for prompt in prompts]
+        backend; a FormattedPrompt (a conversation, or a batch that set its own formatting) is already final."""
+        return [
+            prompt if isinstance(prompt, FormattedPrompt) else chat_text(self.tokenizer, prompt, system_prompt)
+            for prompt in prompts
+        ]

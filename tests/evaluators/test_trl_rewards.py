@@ -13,7 +13,8 @@ from seedcast.evaluators.base import ScoredSample
 from seedcast.evaluators.datasets import DatasetSpec, load_problems
 from seedcast.evaluators.registry import EvaluatorSpecError, load_evaluator
 from seedcast.evaluators.trl_rewards import TRLRewardEvaluator, WeightedFunction, format_spec, parse_spec
-from seedcast.inference_server.validation import Limits, RequestError, check_problems, problem_columns
+from seedcast.inference_server.problem_inputs import problem_inputs
+from seedcast.inference_server.validation import Limits, RequestError, check_problems
 from seedcast.proto import seedcast_pb2 as pb
 
 
@@ -78,8 +79,8 @@ def test_a_data_file_keeps_its_other_columns_only_for_such_rewards(tmp_path):
 def test_the_wire_carries_columns_as_a_json_object_and_refuses_anything_else():
     problems = [pb.Problem(prompt="a", columns='{"target": "x"}'), pb.Problem(prompt="b")]
     check_problems(problems, Limits())
-    assert problem_columns(problems) == [{"target": "x"}, {}]
-    assert problem_columns([pb.Problem(prompt="a")]) is None
+    assert problem_inputs(pb.PromptBatch(problems=problems), None).scoring.columns == [{"target": "x"}, {}]
+    assert problem_inputs(pb.PromptBatch(problems=[pb.Problem(prompt="a")]), None).scoring.columns is None
     for columns in ("[1, 2]", "not json"):
         with pytest.raises(RequestError) as raised:
             check_problems([pb.Problem(prompt="a", columns=columns)], Limits())

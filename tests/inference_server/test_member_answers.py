@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seedcast.evaluators.base import ScoringInputs
 from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.backends.base import Completion, Sampling
 from seedcast.inference_server.backends.simulated import SimulatedLatencyTestBackend
@@ -23,7 +24,7 @@ def test_a_members_truncated_answers_are_counted_and_sent():
         TruncatingTestBackend(),
         load_evaluator("tests.tiny_model:digit_fraction_reward"),
         prompts=["a long story", "2 + 3?", "another long one"],
-        references=["1", "5", "1"],
+        scoring=ScoringInputs(["a long story", "2 + 3?", "another long one"], ["1", "5", "1"]),
         system_prompt="",
         seed=3,
         sigma=0.1,
