@@ -3,7 +3,9 @@ eval reward curves of both methods are measured on the same problems with the sa
 
 from __future__ import annotations
 
-from seedcast.evaluators.base import Problem
+import json
+
+from seedcast.evaluators.base import Problem, ScoringInputs
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.tasks import GENERATED, TASKS
 from seedcast.optimizer.config import TrainConfig
@@ -51,3 +53,16 @@ def eval_problems(config: TrainConfig, training_problems: list[Problem]) -> list
         return load_problems(task.dataset_spec(config.seed + EVAL_SEED_OFFSET))[: config.eval_size]
     indices = minibatch_indices(derive_seed(config.seed, "eval"), 0, len(training_problems), config.eval_size)
     return [training_problems[i] for i in indices]
+
+
+def scoring_inputs(problems: list[Problem], instruction: str) -> ScoringInputs:
+    """What completions of `problems` are scored against, as servers build it from the wire (for GRPO, which
+    scores in this process)."""
+    columns = [json.loads(p.columns) if p.columns else {} for p in problems]
+    messages = [tuple(prompt_messages(p, instruction)) for p in problems]
+    return ScoringInputs(
+        texts=[prompt_text(p, instruction) for p in problems],
+        references=[p.reference for p in problems],
+        columns=columns if any(columns) else None,
+        messages=messages if any(messages) else None,
+    )

@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from seedcast.evaluators.base import Problem, ScoredSample
+from seedcast.evaluators.base import Problem, ScoredSample, ScoringInputs
 from seedcast.evaluators.datasets import load_problems
 from seedcast.evaluators.registry import load_evaluator
 from seedcast.inference_server.model_source import chat_text, load_model_and_tokenizer
 from seedcast.optimizer.config import ConfigError, TrainConfig
-from seedcast.optimizer.eval_set import eval_problems, model_prompt
+from seedcast.optimizer.eval_set import eval_problems, model_prompt, scoring_inputs
 from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import GRPO_LOG_FILE, GRPO_MODEL_DIR
@@ -91,8 +91,9 @@ class EvaluatorReward:
     Unscorable samples (None) stay None, which TRL turns into NaN and leaves out, like ES does.
     """
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, scoring: ScoringInputs | None = None) -> None:
         self.evaluator = load_evaluator(spec)
+        self.scoring = scoring  # the training problems' scoring inputs, by the dataset's `problem` index
         self.__name__ = f"seedcast:{spec}"  # TRL logs rewards under the function's name
         self.tally = RewardTally()
 
@@ -102,12 +103,16 @@ class EvaluatorReward:
         completions: list[str],
         reference: list[str],
         completion_ids: list[list[int]] | None = None,
+        problem: list[int] | None = None,
         **_: Any,
     ) -> list[float | None]:
-        samples = [
-            ScoredSample(prompt=p, completion=c, reference=r)
-            for p, c, r in zip(prompts, completions, reference, strict=True)
-        ]
+        if self.scoring is not None and problem is not None:  # scored as ES servers score: text, columns...
+            samples = [self.scoring.samples(i, [c])[0] for i, c in zip(problem, completions, strict=True)]
+        else:
+            samples = [
+                ScoredSample(prompt=p, completion=c, reference=r)
+                for p, c, r in zip(prompts, completions, reference, strict=True)
+            ]
         rewards = self.evaluator.score_batch(samples)
         self.tally.rewards.extend(r for r in rewards if r is not None)
         self.tally.completions += len(completions)
@@ -117,7 +122,7 @@ class EvaluatorReward:
 
 @torch.no_grad()
 def greedy_eval_reward(
-    model: Any, tokenizer: Any, texts: list[str], references: list[str], evaluator: Any, max_new_tokens: int
+    model: Any, tokenizer: Any, texts: list[str], scoring: ScoringInputs, evaluator: Any, max_new_tokens: int
 ) -> float:
     """Mean greedy reward of `model` on the evaluation set: what ES logs as `eval_reward`."""
     was_training = model.training
@@ -133,10 +138,7 @@ def greedy_eval_reward(
                 **encoded, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
             )
             completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-            samples = [
-                ScoredSample(prompt=t, completion=c, reference=r)
-                for t, c, r in zip(chunk, completions, references[start : start + EVAL_BATCH], strict=True)
-            ]
+            samples = [scoring.samples(start + i, [c])[0] for i, c in enumerate(completions)]
             rewards.extend(r for r in evaluator.score_batch(samples) if r is not None)
     finally:
         tokenizer.padding_side = padding_side
@@ -170,6 +172,7 @@ def _dataset(problems: list[Problem], tokenizer: Any, config: TrainConfig):
         {
             "prompt": [_model_text(tokenizer, p, instruction, config) for p in problems],
             "reference": [p.reference for p in problems],
+            "problem": list(range(len(problems))),  # the reward scores by the problem's own scoring inputs
         }
     )
 
@@ -184,11 +187,11 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
     torch.manual_seed(config.seed)
     model, tokenizer = load_model_and_tokenizer(config.model.name)
     problems = load_problems(config.task.dataset_spec(config.seed))
-    reward = EvaluatorReward(config.task.evaluator_spec())
     instruction = config.task.instruction_text()
+    reward = EvaluatorReward(config.task.evaluator_spec(), scoring_inputs(problems, instruction))
     held_out = eval_problems(config, problems)
     eval_texts = [_model_text(tokenizer, p, instruction, config) for p in held_out]
-    eval_refs = [p.reference for p in held_out]
+    eval_scoring = scoring_inputs(held_out, instruction)
     micro = micro_batch_size(config)
     steps = config.grpo_steps()
     completions_per_step = config.batch_size * config.grpo.group_size
@@ -222,7 +225,7 @@ def train_grpo(config: TrainConfig, run: RunDirectory, show_progress: bool = Tru
 
     def run_eval() -> float:
         return greedy_eval_reward(
-            model, tokenizer, eval_texts, eval_refs, reward.evaluator, config.sampling.max_new_tokens
+            model, tokenizer, eval_texts, eval_scoring, reward.evaluator, config.sampling.max_new_tokens
         )
 
     class MetricsCallback(TrainerCallback):

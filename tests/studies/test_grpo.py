@@ -149,3 +149,19 @@ def test_grpo_steps_default_to_the_es_completion_budget():
     config = load_config(overrides=["iterations=10", "es.population=16", "grpo.group_size=8"])
     assert config.grpo_steps() == 20  # 10 x 16 completions per problem = 20 x 8
     assert load_config(overrides=["grpo.steps=3"]).grpo_steps() == 3
+
+
+def test_grpo_scores_with_reward_functions_and_their_columns_as_es_servers_do(tmp_path, tiny_model_dir):
+    data = tmp_path / "targets.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Say {i}.", "target": "x" * i}) + "\n" for i in range(1, 7)))
+    run = tmp_path / "grpo-trl"
+    task = [option for option in TINY_TASK if not option.startswith(("task.evaluator", "task.synthetic"))]
+    columns = ["task.dataset=jsonl", f"task.path={data}", "task.prompt_field=prompt"]
+    rewards = ["task.reward_funcs=[tests.trl_style_rewards:target_length]", "task.reward_weights=[10]"]
+    command = ["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}"]
+    assert main([*command, *task, *columns, *rewards]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # Each reward is 10 x the length of the problem's target column, 10 to 60: the column reached the function.
+    for row in rows[1:]:
+        assert 10 <= row["reward_min"] <= row["reward_max"] <= 60 and row["reward_min"] % 10 == 0
+    assert 10 <= rows[0]["eval_reward"] <= 60
