@@ -165,3 +165,14 @@ def test_grpo_scores_with_reward_functions_and_their_columns_as_es_servers_do(tm
     for row in rows[1:]:
         assert 10 <= row["reward_min"] <= row["reward_max"] <= 60 and row["reward_min"] % 10 == 0
     assert 10 <= rows[0]["eval_reward"] <= 60
+
+
+def test_grpo_sampling_filters_reach_trls_rollouts(tmp_path, tiny_model_dir):
+    # top_k = 1 leaves one token: every completion of a group is the greedy one, so every group's rewards agree,
+    # which TRL logs as frac_reward_zero_std = 1 (at T = 1 without it the tiny model's groups differ).
+    run = tmp_path / "grpo-top-k"
+    command = ["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}", *TINY_TASK]
+    assert main([*command, "grpo.top_k=1", "grpo.repetition_penalty=1.3", "grpo.min_p=0.1"]) == 0
+    logged = [json.loads(line) for line in (run / "trl_log.jsonl").read_text().splitlines()]
+    fractions = [entry["frac_reward_zero_std"] for entry in logged if "frac_reward_zero_std" in entry]
+    assert fractions and all(fraction == 1.0 for fraction in fractions)
