@@ -80,26 +80,26 @@ class FunctionEvaluator:
         return [checked_reward(self.fn(s.completion, s.reference), self.name) for s in samples]
 
 
-def checked_any_scale(value: object, evaluator_name: str) -> float | None:
-    """Validate a reward of any scale (TRL's convention): None, or a finite number (bools count as 0/1)."""
+def _number(value: object, who: str, expected: str) -> float | None:
+    """None, or `value` as a float (bools count as 0/1); a TypeError naming `who` and what was expected else."""
     if value is None:
         return None
     if not isinstance(value, (int, float)):
-        raise TypeError(f"reward function {evaluator_name!r} returned {type(value).__name__}; expected a float or None")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"reward function {evaluator_name!r} returned {value}; rewards must be finite")
+        raise TypeError(f"{who} returned {type(value).__name__}; expected {expected} or None")
     return float(value)
+
+
+def checked_any_scale(value: object, evaluator_name: str) -> float | None:
+    """Validate a reward of any scale (TRL's convention): None, or a finite number (bools count as 0/1)."""
+    reward = _number(value, f"reward function {evaluator_name!r}", "a float")
+    if reward is not None and not math.isfinite(reward):
+        raise ValueError(f"reward function {evaluator_name!r} returned {reward}; rewards must be finite")
+    return reward
 
 
 def checked_reward(value: object, evaluator_name: str) -> float | None:
     """Validate an evaluator's output: None, or a finite number in [0, 1] (bools count as 0/1)."""
-    if value is None:
-        return None
-    if not isinstance(value, (int, float)):
-        raise TypeError(
-            f"evaluator {evaluator_name!r} returned {type(value).__name__}; expected a float in [0, 1] or None"
-        )
-    reward = float(value)
-    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+    reward = _number(value, f"evaluator {evaluator_name!r}", "a float in [0, 1]")
+    if reward is not None and (not math.isfinite(reward) or not 0.0 <= reward <= 1.0):
         raise ValueError(f"evaluator {evaluator_name!r} returned {reward}; rewards must lie in [0, 1]")
     return reward
