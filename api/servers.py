@@ -3,16 +3,15 @@ child process (`start_server_process`, what `fleet.local` does), both from a Ser
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from seedcast.inference_server.serve_config import ServeConfig, write_serve_config
+from seedcast.inference_server.server_thread import ServerThread
 from seedcast.proto.errors import SeedcastError
 
 
@@ -20,7 +19,7 @@ class ServerStartError(SeedcastError, RuntimeError):
     """A server process exited, or did not become ready in time; the message holds the end of its log."""
 
 
-class LocalServer:
+class LocalServer(ServerThread):
     """A Seedcast server in this process, on its own event-loop thread; `address` is where it listens.
 
         with seedcast.LocalServer(seedcast.ServeConfig(model="smollm2-135m-instruct")) as server:
@@ -31,37 +30,7 @@ class LocalServer:
     """
 
     def __init__(self, config: ServeConfig) -> None:
-        from seedcast.inference_server.backends import create_backend
-        from seedcast.inference_server.security import ServerSecurity
-        from seedcast.inference_server.server import start_server
-        from seedcast.inference_server.validation import Limits
-
-        security = ServerSecurity.from_files(
-            config.tls_cert, config.tls_key, config.tls_ca, config.token_file, config.host, config.insecure
-        )
-        options = config.backend_options()
-        self.backend = create_backend(config.backend, options.pop("model"), **options)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="seedcast-server", daemon=True)
-        self._thread.start()
-        starting = start_server(
-            self.backend,
-            config.host,
-            config.port,
-            Limits(allowed_evaluators=None),
-            None,
-            security,
-            config.max_concurrent_rpcs,
-        )
-        self._running = asyncio.run_coroutine_threadsafe(starting, self._loop).result()
-        self.address = f"{config.host}:{self._running.port}"
-
-    def stop(self, grace_seconds: float = 1.0) -> None:
-        """Stop serving and end the thread (idempotent)."""
-        if self._thread.is_alive():
-            asyncio.run_coroutine_threadsafe(self._running.stop(grace_seconds), self._loop).result()
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
+        super().__init__(config, allowed_evaluators=None)
 
     def __enter__(self) -> LocalServer:
         return self

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -32,9 +32,12 @@ from seedcast.optimizer.config_section import ConfigError as ConfigError  # re-e
 from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es_config import ESConfig
 from seedcast.optimizer.fleet.discovery import is_discovered, name_and_port
+from seedcast.optimizer.fleet.launcher_names import LAUNCHERS
 from seedcast.optimizer.grpo_config import GRPOConfig as GRPOConfig  # re-exported
+from seedcast.optimizer.ray_config import RayConfig, ray_launcher_problems
 from seedcast.optimizer.sampling_config import SamplingConfig as SamplingConfig  # re-exported
 from seedcast.optimizer.tracker_names import ReportTo
+from seedcast.proto.choices import one_of
 from seedcast.proto.transport import plaintext_allowed, split_address
 
 LOCAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")  # what fleet.local_devices may name
@@ -169,7 +172,20 @@ class FleetConfig(Section):
         description="File of host:port lines, re-read before every iteration: "
         "servers added to it join the run after a Sync.",
     )
-    local: int = Field(1, ge=0, le=64, description="Servers to start on this machine (`--local N`).")
+    local: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Servers this run starts (`--local N`): processes on this machine, or Ray actors with "
+        "fleet.launcher=ray.",
+    )
+    launcher: Annotated[str, one_of(LAUNCHERS, "launcher")] = Field(
+        "local",
+        description="What starts the fleet.local servers: "
+        + "; ".join(f"{name} = {what}" for name, what in LAUNCHERS.items())
+        + ".",
+    )
+    ray: RayConfig = Field(default_factory=RayConfig, description="The Ray launcher's options (fleet.launcher=ray).")
     threads_per_server: int | None = Field(
         None, ge=1, description="Torch threads per local server; default: cores / local."
     )
@@ -260,6 +276,8 @@ class FleetConfig(Section):
             ]
         if bool(self.tls_cert) != bool(self.tls_key):
             problems.append("fleet.tls_cert and fleet.tls_key go together: set both or neither")
+        if self.launcher == "ray":
+            problems += ray_launcher_problems(self)
         if (self.quorum is None) != (self.iteration_deadline_seconds is None):
             problems.append("fleet.quorum and fleet.iteration_deadline_seconds go together: set both or neither")
         if self.tls_cert and not self.tls_ca:

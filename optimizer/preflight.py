@@ -1,7 +1,8 @@
 """What a run can check in the optimizer before its run folder exists and before any server loads a model, so a
 mistake ends in one line and exit status 2 with nothing half-made: the trackers, the data file, and, when every
-server is one this process starts (their files are this machine's), the model path and the evaluator spec; remote
-servers are asked whether they serve the run's model and can build its evaluator (fleet/remote_check.py)."""
+server is one this process starts on this machine (their files are this machine's; a Ray cluster's nodes hold
+their own), the model path and the evaluator spec; remote servers are asked whether they serve the run's model
+and can build its evaluator (fleet/remote_check.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ def preflight(config: TrainConfig, model_is_local: bool | None = None) -> list[P
     on this machine (default: when the fleet is local servers only, or for GRPO, which loads it here)."""
     check_installed(config.report_to)
     problems = load_problems(config.task.dataset_spec(config.seed))
-    if model_is_local is None:
-        model_is_local = not config.fleet.servers and not config.fleet.servers_file
+    if model_is_local is None:  # Ray's nodes hold their own files, so a Ray fleet's are not checked here
+        fleet = config.fleet
+        model_is_local = not fleet.servers and not fleet.servers_file and fleet.launcher == "local"
     if model_is_local:
         resolve_model(config.model.name)
         check_evaluator_spec(config.task.evaluator_spec())

@@ -30,6 +30,9 @@ OPTIMIZER_MAY_USE = (
     "seedcast.inference_server.noise",
     "seedcast.inference_server.model_source",
     "seedcast.inference_server.serve_config",
+    # The entry point of a server in a Ray actor: what fleet.launcher=ray starts, as `python -m
+    # seedcast.inference_server` is what fleet.local processes run.
+    "seedcast.inference_server.ray_actor",
 )
 TOP_LAYER = ("seedcast.runs", "seedcast.servers", "seedcast.cli", "seedcast.commands")
 

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 
 from seedcast.inference_server.serve_config import ServeConfig, write_serve_config
-from seedcast.optimizer.config import ConfigError, TrainConfig
+from seedcast.optimizer.config import TrainConfig
+from seedcast.optimizer.fleet.client import ClientSecurity
+from seedcast.optimizer.fleet.serve_options import refuse_in_process_evaluator, run_serve_config
 from seedcast.proto.errors import SeedcastError
 
 log = logging.getLogger("seedcast.fleet")
@@ -82,37 +84,23 @@ class LocalFleet:
             return "cuda", {"CUDA_VISIBLE_DEVICES": device.removeprefix("cuda:")}
         return device, {}
 
-    def batching_options(self) -> dict[str, int]:
-        """What a local vllm server needs to batch the run's members (fleet.members_per_batch): one LoRA slot per
-        member of a group, of the run's rank. hf servers batch without options."""
-        fleet, es = self.config.fleet, self.config.es
-        if self.config.model.backend != "vllm" or fleet.members_per_batch < 2:
-            return {}
-        return {"batch_members": fleet.members_per_batch, "batch_max_rank": es.perturbation_rank}
-
     def serve_config(self, index: int) -> ServeConfig:
-        """The options of local server `index`: loopback, a free port, the run's model, noise and evaluator."""
-        model, fleet = self.config.model, self.config.fleet
+        """The options of local server `index`: the run's (serve_options.py) on loopback, a free port, its device
+        and its share of the cores, with a ready file and this process as the parent it stops with."""
+        fleet = self.config.fleet
         device, _ = self.placement(index)
-        vllm_on_cpu = model.backend == "vllm" and device in ("auto", "cpu")
-        return ServeConfig(
-            backend=model.backend,
-            model=model.name,
+        vllm_on_cpu = self.config.model.backend == "vllm" and device in ("auto", "cpu")
+        return run_serve_config(
+            self.config,
+            self.noise,
             host="127.0.0.1",
             port=0,
             device=device,
-            dtype=model.dtype,
             threads=self.threads_per_server(),
-            noise=self.noise,
-            lowrank_targets=self.config.es.lowrank_targets,
-            pair_cache=fleet.pair_cache,
             cpu_cores=self.cpu_cores(index) if vllm_on_cpu else None,
-            **self.batching_options(),
             ready_file=str(self._ready_dir / f"server-{index}.json"),
             token_file=fleet.token_file,
             metrics_port=None if fleet.local_metrics_port is None else fleet.local_metrics_port + index,
-            # Local servers accept exactly the evaluator this run scores with.
-            allowed_evaluators=[self.config.task.evaluator_spec()],
             parent_pid=os.getpid(),  # they shut down if this optimizer dies, even by SIGKILL
         )
 
@@ -120,16 +108,7 @@ class LocalFleet:
         """Launch the servers, drawing `noise` (the run's kind, once the fleet has chosen it; default: es.noise),
         and wait until all are ready; returns their addresses."""
         self.noise = noise or self.noise
-        from seedcast.evaluators.registry import registered_in_process
-
-        spec = self.config.task.evaluator_spec()
-        if self.config.fleet.local and registered_in_process(spec):
-            raise ConfigError(
-                f"task.evaluator {spec!r} was registered in this process (seedcast.register_evaluator), which "
-                "fleet.local servers, child processes, cannot see: serve from this process with "
-                "seedcast.LocalServer and set fleet.servers=[server.address] (fleet.local=0), or name the "
-                "function as module:callable"
-            )
+        refuse_in_process_evaluator(self.config, "child processes")
         for index in range(self.config.fleet.local):
             config_path = self.logs_dir / f"server-{index}.yaml"
             write_serve_config(self.serve_config(index), config_path)
@@ -147,6 +126,14 @@ class LocalFleet:
             self.addresses.append(self._wait_ready(index, process, deadline))
         log.info("started %d local server(s): %s", len(self.addresses), ", ".join(self.addresses))
         return self.addresses
+
+    def current_addresses(self) -> list[str]:
+        """The servers' addresses: fixed, since the optimizer never restarts a local server."""
+        return list(self.addresses)
+
+    def client_security(self, remote: ClientSecurity) -> ClientSecurity:
+        """Local servers listen on loopback in plaintext; they still check the token."""
+        return remote.plaintext()
 
     def _wait_ready(self, index: int, process: subprocess.Popen, deadline: float) -> str:
         ready = self._ready_dir / f"server-{index}.json"

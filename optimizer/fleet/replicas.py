@@ -25,7 +25,7 @@ from seedcast.optimizer.config import FleetConfig
 from seedcast.optimizer.es.step import ESStep
 from seedcast.optimizer.fleet.client import ClientSecurity, ServerClient, ServerUnreachableError
 from seedcast.optimizer.fleet.discovery import expand, is_discovered
-from seedcast.optimizer.fleet.local import LocalFleet
+from seedcast.optimizer.fleet.launcher import Launcher
 from seedcast.optimizer.fleet.noise_choice import NoiseMismatchError
 from seedcast.optimizer.fleet.server_list import listed_servers, model_mismatch, targets_mismatch
 from seedcast.optimizer.metrics import OptimizerMetrics
@@ -50,12 +50,12 @@ class Fleet:
         config: FleetConfig,
         metrics: OptimizerMetrics,
         choose_noise: Callable[[dict[str, str]], str],
-        local_fleet: LocalFleet | None = None,
+        launcher: Launcher | None = None,
         model: str | None = None,
         lowrank_targets: str | None = None,
     ) -> None:
         """`choose_noise` gets the given servers' noise kinds by address and returns the run's (noise_choice.py);
-        `local_fleet`, the servers to start on this machine (fleet.local), is started with that kind; `model`, the
+        `launcher`, what starts the run's own servers (fleet.local), starts them with that kind; `model`, the
         run's model.name, is what every server must report having loaded (None: not checked)."""
         self.config = config
         self.model = model
@@ -67,9 +67,11 @@ class Fleet:
         self.fenced: dict[str, str] = {}
         self.steps: list[ESStep] = []
         self.fingerprint = ""
-        self.local_fleet = local_fleet
+        self.launcher = launcher
         self.noise = ""  # the run's noise kind, chosen by start()
         self.discovered: set[str] = set()  # the addresses dns:/// entries resolved to, last time
+        self.launched: set[str] = set()  # the addresses the launcher's servers had, last time
+        self.come_and_gone: set[str] = set()  # every address DNS or the launcher gave that is not forgotten yet
 
     # ----- lifecycle -----------------------------------------------------------------------
     async def start(
@@ -88,12 +90,13 @@ class Fleet:
         self.active.extend(ServerClient(address, known) for address, known in self.known.items())
         states = await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in self.active))
         self.noise = self.choose_noise({c.address: s.noise for c, s in zip(self.active, states, strict=True)})
-        if self.local_fleet is not None:
-            # Local servers listen on loopback in plaintext; they still check the token.
+        if self.launcher is not None:
+            self.launcher_security = self.launcher.client_security(security)
             local = [
-                ServerClient(address, security.plaintext())
-                for address in await asyncio.to_thread(self.local_fleet.start, self.noise)
+                ServerClient(address, self.launcher_security)
+                for address in await asyncio.to_thread(self.launcher.start, self.noise)
             ]
+            self.launched = {client.address for client in local}
             self.known.update((client.address, client.security) for client in local)
             await asyncio.gather(*(c.wait_ready(fleet.connect_timeout_seconds) for c in local))
             self.active.extend(local)
@@ -171,15 +174,15 @@ class Fleet:
 
     def local_peak_rss_bytes(self) -> list[int]:
         """Peak resident memory of each local server (empty without local servers)."""
-        return self.local_fleet.peak_rss_bytes() if self.local_fleet is not None else []
+        return self.launcher.peak_rss_bytes() if self.launcher is not None else []
 
     async def close(self) -> None:
         """Close every channel and stop local servers."""
         for client in self.active:
             await client.close()
         self.active.clear()
-        if self.local_fleet is not None:
-            await asyncio.to_thread(self.local_fleet.stop)
+        if self.launcher is not None:
+            await asyncio.to_thread(self.launcher.stop)
 
     # ----- keeping replicas identical --------------------------------------------------------
     async def _sync(self, client: ServerClient, strict: bool) -> str:
@@ -293,15 +296,21 @@ class Fleet:
 
     async def readmit(self) -> None:
         """Sync and readmit servers that left the active set (or restarted), if their weights agree."""
-        before = self.discovered
         for address in self._named_servers():
             if address not in self.known:
                 log.info("server %s is new to the fleet section; it joins after a Sync", address)
                 self.known[address] = self.remote_security
+        if self.launcher is not None:
+            self.launched = set(await asyncio.to_thread(self.launcher.current_addresses))
+            for address in sorted(self.launched - set(self.known)):
+                log.info("server %s was restarted by its launcher; it joins after a Sync", address)
+                self.known[address] = self.launcher_security
         active_addresses = {c.address for c in self.active}
-        for gone in before - self.discovered - active_addresses:  # no longer resolves: forgotten, not retried
-            log.info("server %s no longer resolves; forgotten", gone)
+        self.come_and_gone |= self.discovered | self.launched
+        for gone in sorted(self.come_and_gone - self.discovered - self.launched - active_addresses):
+            log.info("server %s no longer resolves, or its launcher replaced it; forgotten", gone)  # not retried
             self.known.pop(gone, None)
+            self.come_and_gone.discard(gone)
         waiting = [a for a in self.known if a not in active_addresses and a not in self.fenced]
         if not waiting:
             self.metrics.servers_up.set(len(self.active))
