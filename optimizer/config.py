@@ -20,20 +20,13 @@ from seedcast.evaluators.synthetic import LEVELS
 from seedcast.evaluators.tasks import DATASET_KINDS, GENERATED, TASKS, default_evaluator, default_instruction
 from seedcast.evaluators.trl_rewards import PREFIX as TRL_PREFIX
 from seedcast.evaluators.trl_rewards import RewardSpecError, format_spec, parse_spec
-from seedcast.inference_server.model_source import BUNDLED_MODEL
-from seedcast.inference_server.serve_config import (
-    BACKEND_HELP,
-    DEVICE_HELP,
-    DTYPE_HELP,
-    BackendName,
-    DtypeName,
-)
 from seedcast.optimizer.config_section import ConfigError as ConfigError  # re-exported: where callers look
 from seedcast.optimizer.config_section import Section
 from seedcast.optimizer.es_config import ESConfig
 from seedcast.optimizer.fleet.discovery import is_discovered, name_and_port
 from seedcast.optimizer.fleet.launcher_names import LAUNCHERS
 from seedcast.optimizer.grpo_config import GRPOConfig as GRPOConfig  # re-exported
+from seedcast.optimizer.model_config import ModelConfig as ModelConfig  # re-exported
 from seedcast.optimizer.ray_config import RayConfig, ray_launcher_problems
 from seedcast.optimizer.sampling_config import SamplingConfig as SamplingConfig  # re-exported
 from seedcast.optimizer.tracker_names import ReportTo
@@ -41,15 +34,6 @@ from seedcast.proto.choices import one_of
 from seedcast.proto.transport import plaintext_allowed, split_address
 
 LOCAL_DEVICE = re.compile(r"cpu|cuda(:\d+)?")  # what fleet.local_devices may name
-
-
-class ModelConfig(Section):
-    """The model every server loads."""
-
-    name: str = Field(BUNDLED_MODEL, description="Bundled alias, local HF folder, .gguf file, or hub id.")
-    backend: BackendName = Field("hf", description=f"Inference backend of local servers: {BACKEND_HELP}")
-    device: str = Field("auto", description=f"Device of local servers: {DEVICE_HELP}")
-    dtype: DtypeName = Field("auto", description=DTYPE_HELP)
 
 
 class TaskConfig(Section):
@@ -358,6 +342,16 @@ class TrainConfig(Section):
             )
         if problems:
             raise ValueError(f"fleet.members_per_batch={self.fleet.members_per_batch} needs: {'; '.join(problems)}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_gpu_groups(self) -> TrainConfig:
+        size, devices = self.model.gpus_per_server, self.fleet.local_devices
+        if size > 1 and isinstance(devices, list) and (len(devices) < size or "cpu" in devices or "cuda" in devices):
+            raise ValueError(
+                f"each local server spans {size} GPUs (model.tensor_parallel_size × model.pipeline_parallel_size): "
+                f"list at least {size} GPUs as cuda:N in fleet.local_devices (server i takes the i-th {size})"
+            )
         return self
 
     def grpo_steps(self) -> int:

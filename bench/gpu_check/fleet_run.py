@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from seedcast.optimizer.run_dir import RunDirectory
 
 
@@ -21,7 +23,8 @@ def _cli(*arguments: str, log: Path) -> None:
 
 
 def two_server_run(model_dir: str, device: str, out: Path, max_new_tokens: int) -> dict:
-    """2 iterations, population 4, over 2 local servers on `device`; the export is replayed on `device` too."""
+    """2 iterations, population 4, over 2 local servers on `device` (on a GPU machine placed by
+    fleet.local_devices=auto, one per visible GPU in turn); the export is replayed on `device` too."""
     run_dir, exported, log = out / "fleet-run", out / "fleet-run-export", out / "fleet-run.log"
     overrides = {
         "model.name": model_dir,
@@ -38,6 +41,8 @@ def two_server_run(model_dir: str, device: str, out: Path, max_new_tokens: int) 
         "fleet.local": 2,
         "fleet.threads_per_server": 1,
     }
+    if device == "cuda":  # one server per visible GPU in turn (fleet.local_devices): what each is told is reported
+        overrides["fleet.local_devices"] = "auto"
     for folder in (run_dir, exported):  # a rerun of the check starts afresh
         shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
@@ -46,6 +51,8 @@ def two_server_run(model_dir: str, device: str, out: Path, max_new_tokens: int) 
     _cli("export", str(run_dir), "--out", str(exported), "--device", device, log=log)
     rows = [r for r in RunDirectory(run_dir).metrics() if r.iteration >= 0]
     export = json.loads((exported / "seedcast_export.json").read_text())
+    told = [yaml.safe_load(path.read_text()) for path in sorted((run_dir / "logs").glob("server-*.yaml"))]
+    server_devices = [config.get("device") for config in told]
     return {
         "iterations": len(rows),
         "servers_active": [r.servers_active for r in rows],
@@ -55,7 +62,9 @@ def two_server_run(model_dir: str, device: str, out: Path, max_new_tokens: int) 
         "export_fingerprint": export.get("fingerprint"),
         "export_matches_servers": export.get("matches_servers"),
         "wall_seconds": trained,
+        "server_devices": server_devices,
         "ok": len(rows) == 2
+        and (device != "cuda" or all(str(told).startswith("cuda:") for told in server_devices))
         and all(r.servers_active == 2 and r.members_ok == 4 for r in rows)
         and export.get("matches_servers") is True,
     }

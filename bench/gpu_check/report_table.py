@@ -39,7 +39,8 @@ def _fleet_line(fleet: dict | None) -> str:
         return "- two-server run: not run"
     line = (
         f"- two-server run: servers {fleet.get('servers_active')}, members {fleet.get('members_ok')}, "
-        f"export matches the servers: {fleet.get('export_matches_servers')}"
+        f"export matches the servers: {fleet.get('export_matches_servers')}, "
+        f"devices the servers were told: {fleet.get('server_devices')}"
     )
     return line + (f"; error: {fleet['error']}" if fleet.get("error") else "")
 

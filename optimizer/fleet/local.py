@@ -45,6 +45,20 @@ def visible_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def gpu_groups(devices: list[str], size: int) -> list[list[str]]:
+    """`devices` (cuda:N entries) cut into consecutive groups of `size` GPU numbers, one group per server; an
+    incomplete last group is left out. A LocalServerError when not even one group is complete or an entry names
+    no GPU number."""
+    numbers = [device.removeprefix("cuda:") for device in devices]
+    if not all(number.isdigit() for number in numbers) or len(numbers) < size:
+        raise LocalServerError(
+            f"each local server spans {size} GPUs (model.tensor_parallel_size × model.pipeline_parallel_size), so "
+            f"fleet.local_devices must list at least {size} GPUs as cuda:N (auto: the visible ones); it gives "
+            f"{devices}"
+        )
+    return [numbers[start : start + size] for start in range(0, len(numbers) - size + 1, size)]
+
+
 class LocalFleet:
     """N local `seedcast serve` processes for one run."""
 
@@ -77,8 +91,13 @@ class LocalFleet:
     def placement(self, index: int) -> tuple[str, dict[str, str]]:
         """Local server `index`'s device and the environment it needs: its entry of fleet.local_devices (in
         turn); a vllm server on cuda:N is told `cuda` and sees only GPU N through CUDA_VISIBLE_DEVICES, because
-        vLLM places its workers on the devices it can see."""
+        vLLM places its workers on the devices it can see. A server spanning G GPUs (model.tensor_parallel_size ×
+        pipeline_parallel_size) takes the list's entries G at a time: server i the i-th group, in turn."""
         devices = self.devices()
+        group_size = self.config.model.gpus_per_server
+        if group_size > 1 and devices:
+            groups = gpu_groups(devices, group_size)
+            return "cuda", {"CUDA_VISIBLE_DEVICES": ",".join(groups[index % len(groups)])}
         device = devices[index % len(devices)] if devices else self.config.model.device
         if self.config.model.backend == "vllm" and device.startswith("cuda:"):
             return "cuda", {"CUDA_VISIBLE_DEVICES": device.removeprefix("cuda:")}

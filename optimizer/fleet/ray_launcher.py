@@ -43,11 +43,13 @@ class RayServerError(SeedcastError, RuntimeError):
 
 
 def gpus_per_server(config: TrainConfig, cluster_resources: dict[str, float]) -> float:
-    """fleet.ray.gpus_per_server, with auto resolved: 1 when the cluster has GPUs and model.device is not cpu."""
+    """fleet.ray.gpus_per_server, with auto resolved: when the cluster has GPUs and model.device is not cpu, the GPUs
+    one server spans (1, or model.tensor_parallel_size × pipeline_parallel_size), else 0."""
     chosen = config.fleet.ray.gpus_per_server
     if chosen != "auto":
         return float(chosen)
-    return 1.0 if cluster_resources.get("GPU", 0) >= 1 and config.model.device != "cpu" else 0.0
+    has_gpus = cluster_resources.get("GPU", 0) >= 1 and config.model.device != "cpu"
+    return float(config.model.gpus_per_server) if has_gpus else 0.0
 
 
 def actor_options(config: TrainConfig, name: str, gpus: float) -> dict[str, Any]:

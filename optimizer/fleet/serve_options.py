@@ -18,6 +18,14 @@ def batching_options(config: TrainConfig) -> dict[str, int]:
     return {"batch_members": fleet.members_per_batch, "batch_max_rank": es.perturbation_rank}
 
 
+def parallel_options(config: TrainConfig) -> dict[str, int]:
+    """A vllm server's tensor and pipeline parallel sizes (model.*; hf servers take none)."""
+    model = config.model
+    if model.backend != "vllm":
+        return {}
+    return {"tensor_parallel_size": model.tensor_parallel_size, "pipeline_parallel_size": model.pipeline_parallel_size}
+
+
 def run_serve_config(config: TrainConfig, noise: str, **placement: Any) -> ServeConfig:
     """The options of a server this run starts: the run's backend, model, dtype, noise kind, low-rank targets,
     pair cache and member batching, accepting exactly the evaluator this run scores with; `placement` adds where
@@ -31,6 +39,7 @@ def run_serve_config(config: TrainConfig, noise: str, **placement: Any) -> Serve
         lowrank_targets=config.es.lowrank_targets,
         pair_cache=fleet.pair_cache,
         **batching_options(config),
+        **parallel_options(config),
         allowed_evaluators=[config.task.evaluator_spec()],
         **{"device": model.device, **placement},
     )

@@ -76,3 +76,34 @@ def test_parallel_sizes_are_vllm_server_options():
     assert {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}.items() <= options.backend_options().items()
     with pytest.raises(ServeConfigError, match="--tensor-parallel-size applies to --backend vllm only"):
         load_serve_config(values={"tensor_parallel_size": 2})
+
+
+@pytest.mark.parametrize(("gpus", "expected"), [(4, ["0,1", "2,3", "0,1"]), (5, ["0,1", "2,3", "0,1"])])
+def test_a_server_spanning_several_gpus_takes_them_as_a_group(tmp_path, monkeypatch, gpus, expected):
+    monkeypatch.setattr(local, "visible_gpu_count", lambda: gpus)  # a test double for the machine's GPUs
+    fleet = _fleet(tmp_path, "fleet.local_devices=auto", "model.backend=vllm", "model.tensor_parallel_size=2")
+    assert [fleet.placement(i) for i in range(3)] == [("cuda", {"CUDA_VISIBLE_DEVICES": g}) for g in expected]
+    assert {(fleet.serve_config(i).tensor_parallel_size, fleet.serve_config(i).device) for i in range(3)} == {
+        (2, "cuda")
+    }
+
+
+def test_tensor_times_pipeline_parallel_gpus_make_a_group(tmp_path):
+    overrides = ["model.backend=vllm", "model.tensor_parallel_size=2", "model.pipeline_parallel_size=2"]
+    fleet = _fleet(tmp_path, "fleet.local_devices=[cuda:4,cuda:5,cuda:6,cuda:7]", *overrides)
+    assert fleet.placement(1) == ("cuda", {"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    assert fleet.serve_config(0).pipeline_parallel_size == 2
+
+
+def test_too_few_gpus_for_one_group_is_named(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="list at least 2 GPUs as cuda:N"):
+        load_config(overrides=["fleet.local_devices=[cuda:0]", "model.backend=vllm", "model.tensor_parallel_size=2"])
+    monkeypatch.setattr(local, "visible_gpu_count", lambda: 1)
+    fleet = _fleet(tmp_path, "fleet.local_devices=auto", "model.backend=vllm", "model.tensor_parallel_size=2")
+    with pytest.raises(LocalServerError, match="must list at least 2 GPUs"):
+        fleet.serve_config(0)
+
+
+def test_parallel_sizes_need_the_vllm_backend():
+    with pytest.raises(ConfigError, match="on the vllm backend only"):
+        load_config(overrides=["model.tensor_parallel_size=2"])

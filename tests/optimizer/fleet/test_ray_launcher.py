@@ -67,6 +67,11 @@ def test_gpus_per_server(setting, device, resources, gpus):
     assert gpus_per_server(config, resources) == gpus
 
 
+def test_a_server_spanning_several_gpus_reserves_them_all():
+    overrides = [*RAY_FLEET, "model.backend=vllm", "model.tensor_parallel_size=2", "model.pipeline_parallel_size=2"]
+    assert gpus_per_server(load_config(overrides=overrides), {"GPU": 8}) == 4
+
+
 def test_actors_are_spread_over_the_nodes_unless_packed():
     config = load_config(overrides=[*RAY_FLEET, "fleet.ray.max_restarts=5", "fleet.ray.cpus_per_server=4"])
     options = actor_options(config, "run-server-0", 1.0)
