@@ -1,8 +1,9 @@
 """Evaluator specs → evaluator objects.
 
 A spec is one of:
-- a built-in name: `gsm8k`, `math`, `synthetic`, `countdown`, `format` / `format-boxed`, `format-number`,
-  `format-final-number`, `format-countdown` (format-only controls, evaluators/format_reward.py);
+- a built-in name: `gsm8k`, `math`, `synthetic`, `countdown` (lenient) / `countdown-strict`, `format` /
+  `format-boxed`, `format-number`, `format-final-number`, `format-countdown` (format-only controls,
+  evaluators/format_reward.py);
 - `reward-model:PATH` (a local sequence-classification model) or `remote:URL` (an HTTP endpoint);
 - `trl:[W*]module:function[+...]`: reward functions in TRL's convention, any scale, summed with weights
   (evaluators/trl_rewards.py);
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from seedcast.evaluators.base import Evaluator, FunctionEvaluator
-from seedcast.evaluators.countdown import countdown_reward
+from seedcast.evaluators.countdown import countdown_reward, countdown_strict_reward
 from seedcast.evaluators.format_reward import (
     boxed_format_reward,
     countdown_format_reward,
@@ -47,6 +48,7 @@ BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {
     "gsm8k": lambda: FunctionEvaluator(gsm8k_reward, "gsm8k"),
     "synthetic": lambda: FunctionEvaluator(synthetic_reward, "synthetic"),
     "countdown": lambda: FunctionEvaluator(countdown_reward, "countdown"),
+    "countdown-strict": lambda: FunctionEvaluator(countdown_strict_reward, "countdown-strict"),
     "math": _math,
     "format": lambda: FunctionEvaluator(boxed_format_reward, "format"),
     "format-boxed": lambda: FunctionEvaluator(boxed_format_reward, "format-boxed"),

@@ -68,6 +68,7 @@ INSTRUCTIONS: dict[str, str] = {
     "gsm8k": GSM8K_INSTRUCTION,
     "math": MATH_INSTRUCTION,
     "countdown": COUNTDOWN_INSTRUCTION,
+    "countdown-strict": COUNTDOWN_INSTRUCTION,
     # The format-only controls ask for the answer exactly as the task they control for does.
     "format-final-number": SYNTHETIC_INSTRUCTION,
     "format-countdown": COUNTDOWN_INSTRUCTION,
