@@ -106,6 +106,15 @@ def _logged_steps(run_dir: Path) -> int:
     return path.read_bytes().count(b"\n") if path.is_file() else 0
 
 
+def members_reassigned(run_dir: Path) -> int:
+    """Members handed to another server, summed over the run's iterations (metrics.jsonl)."""
+    return sum(
+        json.loads(line).get("members_reassigned", 0)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    )
+
+
 def seedcast(*args: str, log: Path, wait: bool = True) -> subprocess.Popen:
     handle = log.open("ab")
     process = subprocess.Popen(
@@ -205,11 +214,7 @@ def soak(model: str, workdir: Path, iterations: int, faults: int, seed: int) -> 
     fingerprints = [
         json.loads(p.read_text())["fingerprint"] for p in (reference / "summary.json", run_dir / "summary.json")
     ]
-    reassigned = sum(
-        json.loads(line).get("members_reassigned", 0)
-        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-        if line.strip()
-    )
+    reassigned = members_reassigned(run_dir)
     return {
         "iterations": iterations,
         "faults": injected,

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.chaos_soak import _logged_steps, seedcast  # noqa: E402  (the run helpers of the process soak)
+from bench.chaos_soak import _logged_steps, members_reassigned, seedcast  # noqa: E402  (the process soak's helpers)
 
 
 def run_overrides(model: str, iterations: int, ray_address: str) -> list[str]:
@@ -100,11 +100,7 @@ def chaos(model: str, workdir: Path, iterations: int, kills: int, ray_address: s
     if optimizer.returncode != 0:
         raise SystemExit(f"the chaos run failed; see {log}")
     summaries = [json.loads((path / "summary.json").read_text()) for path in (reference, run_dir)]
-    reassigned = sum(
-        json.loads(line).get("members_reassigned", 0)
-        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-        if line.strip()
-    )
+    reassigned = members_reassigned(run_dir)
     return {
         "iterations": iterations,
         "kills": len(killed),
