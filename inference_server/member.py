@@ -11,13 +11,15 @@ import time
 from dataclasses import dataclass
 
 from seedcast.evaluators.base import Evaluator, ScoringInputs
+from seedcast.evaluators.pass_at_k import prompt_pass_at_k
 from seedcast.inference_server.backends.base import Backend, BatchMember, Completion, Sampling
 from seedcast.proto.scorable import mean_of_scorable
 
 
 @dataclass
 class MemberOutcome:
-    """Per-prompt mean rewards (NaN: nothing scorable), per-prompt tokens, phase timings in seconds."""
+    """Per-prompt rewards (their samples' mean or pass@k; NaN: nothing scorable), per-prompt tokens, phase timings
+    in seconds."""
 
     rewards: list[float]
     completion_tokens: list[int]
@@ -45,6 +47,13 @@ def score_completions(
     return rewards
 
 
+def prompt_rewards(per_prompt: list[list[float | None]], pass_at_k: int = 0) -> list[float]:
+    """Each prompt's reward from its samples' (MemberTask.pass_at_k): their mean (0), or the pass@k estimate."""
+    if pass_at_k:
+        return [prompt_pass_at_k(group, pass_at_k) for group in per_prompt]
+    return [mean_of_scorable(group) for group in per_prompt]
+
+
 def _truncated(completions: list[list[Completion]]) -> int:
     return sum(completion.truncated for group in completions for completion in group)
 
@@ -62,10 +71,12 @@ def evaluate_member(
     sampling: Sampling,
     stochastic_rounding: bool = False,
     rank: int = 0,
+    pass_at_k: int = 0,
     stop: threading.Event | None = None,
 ) -> MemberOutcome:
-    """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts; weights are restored
-    whatever happens, also when `stop` ends the generation early (GenerationStopped)."""
+    """Evaluate the member (seed, sign·σ, perturbation rank `rank`) on the prompts, each prompt's reward the mean
+    of its samples' or their pass@k (`pass_at_k`); weights are restored whatever happens, also when `stop` ends
+    the generation early (GenerationStopped)."""
     started = time.perf_counter()
     try:
         backend.perturb(seed, sigma, sign, stochastic_rounding, rank)
@@ -78,7 +89,7 @@ def evaluate_member(
     per_prompt = score_completions(evaluator, scoring, completions)
     scored = time.perf_counter()
     return MemberOutcome(
-        rewards=[mean_of_scorable(group) for group in per_prompt],
+        rewards=prompt_rewards(per_prompt, pass_at_k),
         completion_tokens=[sum(c.tokens for c in group) for group in completions],
         perturb_seconds=perturbed - started,
         generate_seconds=generated - perturbed,
@@ -98,6 +109,7 @@ def evaluate_members_batched(
     members: list[BatchMember],
     sampling_seeds: list[int],
     sampling: Sampling,
+    pass_at_k: int = 0,
     stop: threading.Event | None = None,
 ) -> list[MemberOutcome]:
     """Evaluate low-rank members together in one batched generation (backends/batched_members.py). The weights
@@ -112,7 +124,7 @@ def evaluate_members_batched(
         per_prompt = score_completions(evaluator, scoring, completions)
         outcomes.append(
             MemberOutcome(
-                rewards=[mean_of_scorable(group) for group in per_prompt],
+                rewards=prompt_rewards(per_prompt, pass_at_k),
                 completion_tokens=[sum(c.tokens for c in group) for group in completions],
                 perturb_seconds=0.0,
                 generate_seconds=generate_share,

@@ -179,6 +179,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     members=members,
                     sampling_seeds=[t.sampling.seed for t in tasks],
                     sampling=checked[0][1],
+                    pass_at_k=tasks[0].pass_at_k,
                 )
         except Exception as error:  # generation or scoring failed: every member of the batch failed
             log.warning("%d batched members of iteration %d failed: %s", len(tasks), tasks[0].iteration, error)
@@ -208,6 +209,7 @@ class InferenceServicer(pb_grpc.InferenceServerServicer):
                     sampling=sampling,
                     stochastic_rounding=task.stochastic_rounding,
                     rank=task.rank,
+                    pass_at_k=task.pass_at_k,
                 )
             self._record(outcome)
         except Exception as error:  # an evaluator or generation error fails this member only

@@ -244,7 +244,13 @@ def check_task(task: pb.MemberTask, batch: pb.PromptBatch | None, step: int, lim
         )
     check_sigma(task.sigma, limits)
     check_rank(task.rank, limits)
-    return sampling_from_proto(task.sampling, limits)
+    sampling = sampling_from_proto(task.sampling, limits)
+    if task.pass_at_k > sampling.samples_per_prompt:
+        raise _invalid(
+            f"pass_at_k = {task.pass_at_k} needs at least that many samples per prompt, but "
+            f"sampling.samples_per_prompt is {sampling.samples_per_prompt}"
+        )
+    return sampling
 
 
 def check_rank(rank: int, limits: Limits) -> None:
@@ -298,8 +304,8 @@ def check_update(request: pb.UpdateRequest, step: int, limits: Limits) -> Checke
 
 
 def check_batched(tasks: list[pb.MemberTask], batches_members: bool) -> None:
-    """Members batched together (MemberTasks.batched) share one low rank, the whole batch and the sampling
-    settings (seeds apart), and need no stochastic rounding, on a server that batches members."""
+    """Members batched together (MemberTasks.batched) share one low rank, the whole batch, the sampling settings
+    (seeds apart) and pass_at_k, and need no stochastic rounding, on a server that batches members."""
     if not batches_members:
         raise RequestError(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -312,6 +318,8 @@ def check_batched(tasks: list[pb.MemberTask], batches_members: bool) -> None:
         raise _invalid("batched members cover the whole prompt batch (shards = 0)")
     if any(task.stochastic_rounding for task in tasks):
         raise _invalid("batched members are never rounded to the inference dtype: stochastic_rounding must be off")
+    if len({task.pass_at_k for task in tasks}) != 1:
+        raise _invalid("batched members must share pass_at_k")
     settings = {_shared_sampling(task.sampling) for task in tasks}
     if len(settings) != 1:
         raise _invalid("batched members must share their sampling settings (all but the seed)")

@@ -345,6 +345,26 @@ class TrainConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _check_pass_at_k(self) -> TrainConfig:
+        es, sampling, problems = self.es, self.sampling, []
+        if es.fitness != "pass_at_k":
+            if es.fitness_k != 1:
+                problems.append("es.fitness_k applies to es.fitness=pass_at_k only")
+        else:
+            if sampling.samples_per_prompt < es.fitness_k:
+                problems.append(
+                    f"set sampling.samples_per_prompt >= es.fitness_k ({es.fitness_k}): pass@k is estimated from "
+                    "at least k samples per prompt"
+                )
+            if sampling.temperature == 0:
+                problems.append("set sampling.temperature > 0: greedy samples are all alike, so pass@k = pass@1")
+            if self.task.evaluator_spec().startswith(TRL_PREFIX):
+                problems.append("use an evaluator with rewards 0 or 1: a sample passes when its reward is 1")
+        if problems:
+            raise ValueError(f"es.fitness={es.fitness}: {'; '.join(problems)}")
+        return self
+
+    @model_validator(mode="after")
     def _check_gpu_groups(self) -> TrainConfig:
         size, devices = self.model.gpus_per_server, self.fleet.local_devices
         if size > 1 and isinstance(devices, list) and (len(devices) < size or "cpu" in devices or "cuda" in devices):

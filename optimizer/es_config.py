@@ -39,7 +39,12 @@ class ESConfig(Section):
         "mean",
         description="mean: a member's fitness is its mean reward over the batch; per_prompt: each prompt's reward "
         "is first centred and scaled across the population (prompts every member scores alike count for nothing, "
-        "as in GRPO's group advantages), then averaged. Results then carry one byte per prompt.",
+        "as in GRPO's group advantages), then averaged. Results then carry one byte per prompt. pass_at_k: the "
+        "mean over prompts of the unbiased pass@k (k = es.fitness_k) of the member's samples "
+        "(sampling.samples_per_prompt >= k, sampled at T > 0): coverage rather than accuracy.",
+    )
+    fitness_k: int = Field(
+        1, ge=1, le=256, description="k of es.fitness=pass_at_k; at most sampling.samples_per_prompt."
     )
     momentum: float = Field(
         0.0,

@@ -135,6 +135,7 @@ class Trainer:
             members=members,
             sampling=self._sampling(),
             per_prompt=self.config.es.fitness == "per_prompt",
+            pass_at_k=self.config.es.fitness_k if self.config.es.fitness == "pass_at_k" else 0,
             stochastic_rounding=self.config.es.rounding == "stochastic",
             prompt_shards=self.config.fleet.prompt_shards,
             members_per_batch=self.config.fleet.members_per_batch,

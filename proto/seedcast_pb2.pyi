@@ -65,7 +65,7 @@ class PromptBatch(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[Problem, _Mapping]]] = ..., evaluator: _Optional[str] = ..., system_prompt: _Optional[str] = ..., plain_prompts: _Optional[bool] = ..., chat_template_kwargs: _Optional[str] = ...) -> None: ...
 
 class MemberTask(_message.Message):
-    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards", "rank")
+    __slots__ = ("iteration", "member", "seed", "sign", "sigma", "sampling", "expected_step", "summary_only", "per_prompt_q8", "stochastic_rounding", "shard", "shards", "rank", "pass_at_k")
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,7 @@ class MemberTask(_message.Message):
     SHARD_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    PASS_AT_K_FIELD_NUMBER: _ClassVar[int]
     iteration: int
     member: int
     seed: int
@@ -92,7 +93,8 @@ class MemberTask(_message.Message):
     shard: int
     shards: int
     rank: int
-    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., rank: _Optional[int] = ...) -> None: ...
+    pass_at_k: int
+    def __init__(self, iteration: _Optional[int] = ..., member: _Optional[int] = ..., seed: _Optional[int] = ..., sign: _Optional[int] = ..., sigma: _Optional[float] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., expected_step: _Optional[int] = ..., summary_only: _Optional[bool] = ..., per_prompt_q8: _Optional[bool] = ..., stochastic_rounding: _Optional[bool] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., rank: _Optional[int] = ..., pass_at_k: _Optional[int] = ...) -> None: ...
 
 class MemberTasks(_message.Message):
     __slots__ = ("tasks", "batched")

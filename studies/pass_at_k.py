@@ -1,4 +1,5 @@
-"""pass@k with the unbiased estimator of Chen et al. (2021, arXiv:2107.03374), and bootstrap intervals.
+"""pass@k with the unbiased estimator of Chen et al. (2021, arXiv:2107.03374; evaluators/pass_at_k.py, which
+the servers use too), and bootstrap intervals.
 
 From n samples of which c are correct, the probability that at least one of k samples drawn without
 replacement is correct is 1 − C(n−c, k)/C(n, k), computed as a product so it never overflows:
@@ -11,14 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """1 − C(n−c, k)/C(n, k) as the stable product; exact for k = n."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+from seedcast.evaluators.pass_at_k import pass_at_k as pass_at_k  # re-exported: one estimator
 
 
 def bootstrap_interval(

@@ -1,4 +1,4 @@
-"""A member's fitness from its rewards, before shaping: the mean, or per-prompt normalised.
+"""A member's fitness from its rewards, before shaping: the mean, per-prompt normalised, or the mean pass@k.
 
 `mean` (the default): a member's fitness is its mean reward over the iteration's prompts.
 
@@ -8,6 +8,11 @@ first (as GRPO normalises a prompt's group of samples), so a prompt every member
 nothing, and a prompt that separates members adds the same weight however hard it is; the member's
 fitness is the mean of its normalised rewards. Centring alone would change nothing after z-score
 shaping (it subtracts the same constant from every member), so the scaling is the point.
+
+`pass_at_k` (with es.fitness_k = k): coverage instead of accuracy. Each member samples m >= k answers per
+prompt (sampling.samples_per_prompt) and the server makes each prompt's reward the unbiased pass@k estimate of
+them (evaluators/pass_at_k.py); the member's fitness is the mean over prompts. A member that is right on some
+sample of many prompts then beats one that is right every time on a few.
 
     >>> per_prompt_fitness({0: [1.0, 0.0], 1: [0.0, 0.0]})
     {0: 0.5, 1: -0.5}
@@ -56,6 +61,9 @@ def per_prompt_fitness(rewards: dict[int, list[float]]) -> dict[int, float]:
 FITNESS_MODES: dict[str, Callable[[dict[int, list[float]]], dict[int, float]]] = {
     "mean": mean_fitness,
     "per_prompt": per_prompt_fitness,
+    # The servers make each prompt's reward the pass@k of its samples (MemberTask.pass_at_k): the mean is then
+    # the member's mean pass@k.
+    "pass_at_k": mean_fitness,
 }
 
 

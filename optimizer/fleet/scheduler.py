@@ -70,6 +70,7 @@ class IterationWork:
     members: list[Member]  # each carries the σ it is evaluated at
     sampling: pb.SamplingParams
     per_prompt: bool = False  # results also carry one byte per prompt (per-prompt fitness)
+    pass_at_k: int = 0  # a prompt's reward is the pass@k of its samples (es.fitness=pass_at_k), else their mean
     stochastic_rounding: bool = False  # servers cast perturbed weights with stochastic rounding
     prompt_shards: int = 1  # the unit of work is a member on one of this many slices of the batch (shards.py)
     members_per_batch: int = 1  # low-rank members a server generates together: fixed groups of the population
@@ -112,6 +113,7 @@ class FleetScheduler:
             expected_step=work.step,
             summary_only=True,  # the optimizer needs each member's mean reward, not one reward per prompt
             per_prompt_q8=work.per_prompt,
+            pass_at_k=work.pass_at_k,
             stochastic_rounding=work.stochastic_rounding,
             rank=member.rank,
             shard=unit.shard,

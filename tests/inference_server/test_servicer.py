@@ -193,6 +193,8 @@ def _expect_status(backend, requests, code, fragment):
         ([pb.EvaluateRequest(batch=BATCH), _task(sigma=-1.0)], grpc.StatusCode.INVALID_ARGUMENT, "sigma"),
         ([pb.EvaluateRequest(batch=BATCH), _task(sign=0)], grpc.StatusCode.INVALID_ARGUMENT, "sign"),
         ([pb.EvaluateRequest(batch=BATCH), _task(rank=257)], grpc.StatusCode.INVALID_ARGUMENT, "rank must be 0"),
+        ([pb.EvaluateRequest(batch=BATCH), _task(pass_at_k=2)], grpc.StatusCode.INVALID_ARGUMENT, "pass_at_k = 2"),
+        (_batched(_task(rank=1), _task(rank=1, pass_at_k=1)), grpc.StatusCode.INVALID_ARGUMENT, "share pass_at_k"),
         ([pb.EvaluateRequest(batch=BATCH), _task(iteration=4)], grpc.StatusCode.FAILED_PRECONDITION, "iteration"),
         ([pb.EvaluateRequest(batch=BATCH), _task(expected_step=3)], grpc.StatusCode.FAILED_PRECONDITION, "step"),
         (

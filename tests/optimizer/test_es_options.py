@@ -4,6 +4,7 @@ answers), end to end over real gRPC: reproducible bit for bit, resumable, export
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -56,3 +57,38 @@ def test_momentum_cannot_change_on_resume(tmp_path, tiny_model_dir):
     run = RunDirectory.create(tmp_path / "run", config)
     with pytest.raises(ConfigError, match="es.momentum is fixed for a run"):
         run.load_config(["es.momentum=0.9"])
+
+
+def test_pass_at_k_fitness_is_the_mean_pass_at_k_of_the_samples_the_members_drew(tmp_path, tiny_model_dir):
+    """es.fitness=pass_at_k end to end: with k = 1 each member's fitness is its mean reward, bit for bit; with
+    k = m (4 samples) it is the share of prompts with a passing sample, at least as high, and higher here."""
+    common = {
+        "task.evaluator": "tests.tiny_model:contains_digit_reward",  # pass or fail on any text
+        "sampling.samples_per_prompt": 4,
+        "iterations": 1,
+        "eval_every": 0,
+        "fleet.local": 1,
+    }
+    runs = {
+        name: _train(tmp_path / name, _overrides(tiny_model_dir, **common, **extra))[1].metrics[-1]
+        for name, extra in {
+            "mean": {},
+            "pass@1": {"es.fitness": "pass_at_k", "es.fitness_k": 1},
+            "pass@4": {"es.fitness": "pass_at_k", "es.fitness_k": 4},
+        }.items()
+    }
+    assert runs["pass@1"].reward_mean == runs["mean"].reward_mean  # the same samples: pass@1 is the mean
+    assert 0 < runs["mean"].reward_mean < runs["pass@4"].reward_mean <= 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["es.fitness=pass_at_k", "es.fitness_k=4", "sampling.temperature=1"], "sampling.samples_per_prompt >= es."),
+        (["es.fitness=pass_at_k", "sampling.samples_per_prompt=2"], "sampling.temperature > 0"),
+        (["es.fitness_k=4"], "es.fitness_k applies to es.fitness=pass_at_k only"),
+    ],
+)
+def test_a_pass_at_k_fitness_that_cannot_be_estimated_is_refused(overrides, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(overrides=overrides)
