@@ -174,10 +174,12 @@ def compare(args: argparse.Namespace) -> int:
     write_report(entries, out, command)
     print((out / "report.md").read_text())
     if args.claims:
-        from seedcast.studies.claims import write_claims
+        from seedcast.studies.claims import group_entries, write_claims
+        from seedcast.studies.claims_plot import plot_group_curves
         from seedcast.studies.claims_report import write_claims_report
 
         part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
+        plot_group_curves(group_entries(entries), max(options.ks), out / "pass_at_k_groups.png")
         for claim in part["claims"]:
             print(f"claim {claim['claim']}: {claim['verdict']}")
         report = write_claims_report(Path(args.claims))

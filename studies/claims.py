@@ -11,7 +11,9 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
 - `es_matches_grpo_at_pass_at_1`: ES's pass@1 is not below GRPO's (the interval of ES − GRPO reaches 0
   or lies above it);
 - `es_beats_grpo_at_large_k`: ES's pass@k at the largest k is above GRPO's (not judged when only k = 1 was
-  measured, e.g. a greedy comparison: pass@1 is the first claim's);
+  measured, e.g. a greedy comparison: pass@1 is the first claim's); it also names the crossover per ES group,
+  the smallest k at which ES − GRPO is positive with its interval above 0, or that there is none up to the
+  largest k (every k is scanned);
 - `es_keeps_entropy_grpo_collapses`: GRPO lowers the token entropy against the base, and ES lowers it less;
 - `hybrid_is_best`: ES→GRPO beats both ES and GRPO at pass@1 and at the largest k;
 - `es_moves_weights_further`: ES's relative L2 change from the base is at least 10× GRPO's (the papers
@@ -133,6 +135,16 @@ def _verdict(intervals: list[dict], claim_side: int = 1, tolerate_zero: bool = F
     return MIXED
 
 
+def crossover(grpo: Group, es: Group, k_max: int) -> dict:
+    """The smallest k <= k_max at which ES − GRPO pass@k is positive with its whole paired 95% interval above 0,
+    scanning every k from 1 (`k`: None when there is none up to k_max), with the difference there."""
+    for k in range(1, k_max + 1):
+        measured = difference(grpo.pass_at(k), es.pass_at(k))
+        if measured["ci95"][0] > 0:
+            return {"k": k, "k_max": k_max, "difference": measured}
+    return {"k": None, "k_max": k_max}
+
+
 def _es_groups(groups: dict[str, Group]) -> list[Group]:
     return [g for g in groups.values() if g.method == "es"]
 
@@ -158,6 +170,8 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                     "runs": sorted(grpo.labels + [label for es in es_groups for label in es.labels]),
                 }
             )
+        if k_max > 1:  # the large-k claim also says where, if anywhere, ES pulls ahead
+            claims[-1]["crossover"] = {es.name: crossover(grpo, es, k_max) for es in es_groups}
     if grpo and es_groups and base and base.mean_entropy() and grpo.mean_entropy():
         grpo_drop = difference(base.mean_entropy(), grpo.mean_entropy())
         es_vs_grpo = {

@@ -51,11 +51,25 @@ def _numbers(numbers: dict) -> str:
     return "; ".join(parts)
 
 
+def _crossover(crossovers: dict) -> str:
+    """Where each ES group's pass@k first lies above GRPO's with its interval, or that it never does."""
+    parts = []
+    for name, found in crossovers.items():
+        if found["k"] is None:
+            parts.append(f"{name}: none up to k = {found['k_max']}")
+        else:
+            parts.append(f"{name}: k = {found['k']} ({_interval(found['difference'], signed=True)})")
+    return "crossover (ES above GRPO, interval above 0): " + "; ".join(parts)
+
+
 def _claims_table(claims: list[dict]) -> list[str]:
     lines = ["| claim | verdict | measured |", "|---|---|---|"]
     for claim in claims:
         what = claim["difference"] + (f", k = {claim['k']}" if "k" in claim else "")
-        lines.append(f"| `{claim['claim']}` | **{claim['verdict']}** | {what}: {_numbers(claim['numbers'])} |")
+        measured = _numbers(claim["numbers"])
+        if claim.get("crossover"):
+            measured += "; " + _crossover(claim["crossover"])
+        lines.append(f"| `{claim['claim']}` | **{claim['verdict']}** | {what}: {measured} |")
     return lines
 
 

@@ -11,6 +11,7 @@ from seedcast.studies.claims import (
     MIXED,
     NOT_REPRODUCED,
     REPRODUCED,
+    difference,
     evaluate_claims,
     format_control,
     group_entries,
@@ -142,3 +143,37 @@ def test_the_claims_tables_show_every_task_row_and_verdict_of_the_json(tmp_path)
     for claim in part["claims"]:
         assert f"| `{claim['claim']}` | **{claim['verdict']}** |" in text
     assert "pass@4" in text  # each task shows its own largest k
+
+
+def _fixed_entry(label: str, correct: list[list[bool]]):
+    entry = Entry(label=label, path=label, kind="eval")
+    entry.per_problem_correct = correct
+    return entry
+
+
+def test_the_crossover_is_the_smallest_k_where_es_is_above_grpo_with_its_interval():
+    """GRPO always right on the same 24 problems and never on the rest (a collapsed policy); ES right on every
+    problem now and then: GRPO leads at pass@1, ES overtakes it at some k and stays ahead."""
+    rng = random.Random(7)
+    grpo = _fixed_entry("grpo@0", [[problem < 24] * SAMPLES for problem in range(PROBLEMS)])
+    es = _fixed_entry("es:wall@0", [[rng.random() < 0.15 for _ in range(SAMPLES)] for _ in range(PROBLEMS)])
+    groups = group_entries([grpo, es])
+    claim = next(c for c in evaluate_claims(groups, k_max=SAMPLES) if c["claim"] == "es_beats_grpo_at_large_k")
+    found = claim["crossover"]["es:wall"]
+    assert 1 < found["k"] < SAMPLES and found["k_max"] == SAMPLES and found["difference"]["ci95"][0] > 0
+    before = difference(groups["grpo"].pass_at(found["k"] - 1), groups["es:wall"].pass_at(found["k"] - 1))
+    assert before["ci95"][0] <= 0  # the smallest such k
+    assert claim["verdict"] == REPRODUCED
+    never = _fixed_entry("es:wall@0", [[problem < 20] * SAMPLES for problem in range(PROBLEMS)])
+    claim = evaluate_claims(group_entries([grpo, never]), k_max=SAMPLES)[-1]
+    assert claim["crossover"] == {"es:wall": {"k": None, "k_max": SAMPLES}}
+
+
+def test_the_claims_tables_say_where_es_crosses_over(tmp_path):
+    path = tmp_path / "claims.json"
+    rng = random.Random(7)
+    grpo = _fixed_entry("grpo@0", [[problem < 24] * SAMPLES for problem in range(PROBLEMS)])
+    es = _fixed_entry("es:wall@0", [[rng.random() < 0.15 for _ in range(SAMPLES)] for _ in range(PROBLEMS)])
+    part = write_claims(path, "synthetic", [grpo, es], [1, SAMPLES], "seedcast compare ...")
+    k = part["claims"][-1]["crossover"]["es:wall"]["k"]
+    assert f"crossover (ES above GRPO, interval above 0): es:wall: k = {k} (" in write_claims_report(path).read_text()
