@@ -97,9 +97,17 @@ class RayFleet:
         fleet = self.config.fleet
         if not ray.is_initialized():
             logging.getLogger("ray._private.worker").addFilter(_MainThreadOnlyWarning())
-            ray.init(address=fleet.ray.address, log_to_driver=False, logging_level=logging.WARNING)
+            try:
+                ray.init(address=fleet.ray.address, log_to_driver=False, logging_level=logging.WARNING)
+            except (ConnectionError, RuntimeError, ValueError) as error:
+                raise RayServerError(
+                    f"cannot connect to Ray at fleet.ray.address={fleet.ray.address!r}: {error}; start a cluster "
+                    "with `ray start --head`, or leave fleet.ray.address unset for a Ray instance in this process"
+                ) from None
             self._started_ray = True
-        gpus = gpus_per_server(self.config, ray.cluster_resources())
+        resources = ray.cluster_resources()
+        gpus = gpus_per_server(self.config, resources)
+        self._check_fits(resources, gpus)
         options = run_serve_config(self.config, self.noise, threads=self.threads_per_server()).model_dump(
             exclude={"host", "port", "token_file"}
         )
@@ -127,6 +135,18 @@ class RayFleet:
                 placement["device"] if not placement["gpu_ids"] else f"GPU {','.join(placement['gpu_ids'])}",
             )
         return self.addresses
+
+    def _check_fits(self, resources: dict[str, float], gpus: float) -> None:
+        """A RayServerError, before any actor is made, when no node could ever hold one server actor: Ray would
+        otherwise leave it pending until fleet.start_timeout_seconds."""
+        cpus = self.config.fleet.ray.cpus_per_server
+        if cpus > resources.get("CPU", 0) or gpus > resources.get("GPU", 0):
+            self.stop()
+            raise RayServerError(
+                f"each server actor reserves {cpus:g} CPU and {gpus:g} GPU, but the whole Ray cluster has "
+                f"{resources.get('CPU', 0):g} CPU and {resources.get('GPU', 0):g} GPU; lower fleet.ray.cpus_per_server "
+                "or fleet.ray.gpus_per_server, or add nodes"
+            )
 
     def _wait_placed(self, timeout_seconds: float) -> list[dict[str, Any]]:
         """Every actor's placement once its server serves; stops the actors and raises if one fails or is late."""
