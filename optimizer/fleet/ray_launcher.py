@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import socket
 import time
 import uuid
 from dataclasses import replace
@@ -24,7 +25,7 @@ from seedcast.optimizer.fleet.client import ClientSecurity
 from seedcast.optimizer.fleet.serve_options import refuse_in_process_evaluator, run_serve_config
 from seedcast.optimizer.ray_config import PLACEMENTS
 from seedcast.proto.errors import SeedcastError
-from seedcast.proto.transport import read_token
+from seedcast.proto.transport import read_token, split_address
 
 log = logging.getLogger("seedcast.fleet")
 ADDRESS_WAIT_SECONDS = 0.5  # how long current_addresses waits for actors to say where they listen (live: ms)
@@ -40,6 +41,22 @@ class _MainThreadOnlyWarning(logging.Filter):
 
 class RayServerError(SeedcastError, RuntimeError):
     """A server actor could not be created, or failed while loading; the message holds its error."""
+
+
+def refuse_unreachable(address: str | None, timeout_seconds: float = 5.0) -> None:
+    """A RayServerError at once when fleet.ray.address names a HOST:PORT nothing listens on: ray.init would
+    otherwise retry for minutes. `auto`, `ray://` addresses and None are left to ray.init."""
+    if not address or address == "auto" or "://" in address:
+        return
+    try:
+        host, port = split_address(address)
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout_seconds):
+            pass
+    except (ValueError, OSError) as error:
+        raise RayServerError(
+            f"no Ray cluster answers at fleet.ray.address={address!r} ({error}); start one there with "
+            "`ray start --head --port PORT`, or leave fleet.ray.address unset for a Ray instance in this process"
+        ) from None
 
 
 def gpus_per_server(config: TrainConfig, cluster_resources: dict[str, float]) -> float:
@@ -97,6 +114,7 @@ class RayFleet:
         fleet = self.config.fleet
         if not ray.is_initialized():
             logging.getLogger("ray._private.worker").addFilter(_MainThreadOnlyWarning())
+            refuse_unreachable(fleet.ray.address)
             try:
                 ray.init(address=fleet.ray.address, log_to_driver=False, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, ValueError) as error:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -21,7 +22,7 @@ from seedcast.optimizer.fleet.ray_launcher import RayFleet, RayServerError, acto
 from seedcast.optimizer.preflight import preflight
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.proto import seedcast_pb2_grpc as pb_grpc
-from tests.ray_cluster import LocalRayCluster
+from tests.ray_cluster import LocalRayCluster, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 RAY_FLEET = ["fleet.launcher=ray", "fleet.local=2", "fleet.ray.host=127.0.0.1"]
@@ -89,6 +90,15 @@ def test_the_model_path_of_a_ray_fleet_is_the_nodes_not_checked_here(tmp_path):
         preflight(load_config(overrides=[f"model.name={missing}"]))  # a local fleet's path is checked
 
 
+def test_a_cluster_address_nothing_answers_is_named_at_once(tmp_path):
+    config = load_config(overrides=[*RAY_FLEET, f"fleet.ray.address=127.0.0.1:{free_port()}"])
+    fleet = RayFleet(config, tmp_path / "run" / "logs")
+    started = time.monotonic()
+    with pytest.raises(RayServerError, match="no Ray cluster answers at fleet.ray.address"):
+        fleet.start("table")
+    assert time.monotonic() - started < 30 and fleet.actors == []
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     with LocalRayCluster(nodes=2, cpus_per_node=2) as cluster:
@@ -130,6 +140,15 @@ def test_a_server_that_cannot_load_fails_the_start_by_name(ray_cluster, tmp_path
     config = load_config(overrides=[*RAY_FLEET, f"model.name={missing}", f"fleet.ray.address={ray_cluster.address}"])
     fleet = RayFleet(config, tmp_path / "run" / "logs")
     with pytest.raises(RayServerError, match="no-such-model"):
+        fleet.start("table")
+    assert fleet.actors == []
+
+
+@pytest.mark.slow
+def test_a_server_the_cluster_cannot_hold_is_refused_before_any_actor_waits(ray_cluster, tmp_path):
+    overrides = [*RAY_FLEET, "fleet.ray.gpus_per_server=1", f"fleet.ray.address={ray_cluster.address}"]
+    fleet = RayFleet(load_config(overrides=overrides), tmp_path / "run" / "logs")
+    with pytest.raises(RayServerError, match="each server actor reserves 1 CPU and 1 GPU, but the whole Ray cluster"):
         fleet.start("table")
     assert fleet.actors == []
 
