@@ -155,8 +155,9 @@ class RayFleet:
         return self.addresses
 
     def _check_fits(self, resources: dict[str, float], gpus: float) -> None:
-        """A RayServerError, before any actor is made, when no node could ever hold one server actor: Ray would
-        otherwise leave it pending until fleet.start_timeout_seconds."""
+        """A RayServerError, before any actor is made, when the whole cluster has fewer CPUs or GPUs than one server
+        actor reserves: Ray would otherwise leave it pending until fleet.start_timeout_seconds. (A cluster with
+        enough in total but too little on every node still waits out that timeout.)"""
         cpus = self.config.fleet.ray.cpus_per_server
         if cpus > resources.get("CPU", 0) or gpus > resources.get("GPU", 0):
             self.stop()
