@@ -179,7 +179,9 @@ def compare(args: argparse.Namespace) -> int:
         from seedcast.studies.claims_report import write_claims_report
 
         part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
-        plot_group_curves(group_entries(entries), max(options.ks), out / "pass_at_k_groups.png")
+        found = next((c["crossover"] for c in part["claims"] if "crossover" in c), {})
+        crossovers = {name: where["k"] for name, where in found.items()}
+        plot_group_curves(group_entries(entries), max(options.ks), out / "pass_at_k_groups.png", crossovers)
         for claim in part["claims"]:
             print(f"claim {claim['claim']}: {claim['verdict']}")
         report = write_claims_report(Path(args.claims))

@@ -169,15 +169,6 @@ def countdown_key(problem: Problem) -> str:
     return f"{','.join(map(str, sorted(numbers)))}={target}"
 
 
-def candidate_expressions(completion: str) -> list[str]:
-    """Every side of every '='-separated run of expression characters in the reply, the last first."""
-    candidates = []
-    for run in reversed(_EXPRESSION_RUN.findall(completion)):
-        sides = [side.strip(" .") for side in run.split("=")]
-        candidates.extend(side for side in reversed(sides) if any(c.isdigit() for c in side))
-    return candidates
-
-
 def answer_chain(completion: str) -> tuple[list[str], int] | None:
     """The '='-separated run that holds the reply's answer (`answer_expression`): its sides, in order, and the
     answer's index among them; None when the reply has no answer."""
@@ -196,16 +187,13 @@ def answer_chain(completion: str) -> tuple[list[str], int] | None:
 
 
 def answer_expression(completion: str) -> tuple[str, Fraction, list[int]] | None:
-    """The reply's answer: its last expression that parses and applies an operator, as (text, value, numbers
-    used); None when it has none."""
-    for candidate in candidate_expressions(completion):
-        try:
-            value, used = evaluate_expression(candidate)
-        except ExpressionError:
-            continue
-        if len(used) >= 2:
-            return candidate, value, used
-    return None
+    """The reply's answer: its last expression that parses and applies an operator (`answer_chain`), as (text,
+    value, numbers used); None when it has none."""
+    chain = answer_chain(completion)
+    if chain is None:
+        return None
+    sides, index = chain
+    return sides[index], *evaluate_expression(sides[index])
 
 
 def final_expression(completion: str) -> tuple[Fraction, list[int]] | None:
@@ -214,18 +202,34 @@ def final_expression(completion: str) -> tuple[Fraction, list[int]] | None:
     return None if answer is None else answer[1:]
 
 
-def countdown_reward(completion: str, reference: str) -> float | None:
-    """1.0 if the reply's last expression uses exactly the numbers and equals the target, else 0.0; None when
-    the reference is malformed."""
+def _countdown_score(completion: str, reference: str, strict: bool) -> float | None:
+    """The lenient reward, or with `strict` the strict one (every side of the answer's '='-run must equal the
+    target), from one parse of the reply; None when the reference is malformed."""
     parsed = parse_reference(reference)
     if parsed is None:
         return None
     numbers, target = parsed
-    answer = final_expression(completion)
-    if answer is None:
+    chain = answer_chain(completion)
+    if chain is None:
         return 0.0
-    value, used = answer
-    return 1.0 if Counter(used) == Counter(numbers) and value == target else 0.0
+    sides, index = chain
+    value, used = evaluate_expression(sides[index])
+    if Counter(used) != Counter(numbers) or value != target:
+        return 0.0
+    for side in filter(None, sides) if strict else ():
+        try:
+            stated, _ = evaluate_expression(side)
+        except ExpressionError:
+            return 0.0
+        if stated != target:
+            return 0.0
+    return 1.0
+
+
+def countdown_reward(completion: str, reference: str) -> float | None:
+    """1.0 if the reply's last expression uses exactly the numbers and equals the target, else 0.0; None when
+    the reference is malformed."""
+    return _countdown_score(completion, reference, strict=False)
 
 
 def countdown_strict_reward(completion: str, reference: str) -> float | None:
@@ -233,19 +237,7 @@ def countdown_strict_reward(completion: str, reference: str) -> float | None:
     with target 80 scores 1.0, `41 + 39 = 969` scores 0.0 (the lenient reward checks the expression only, so a
     reply could state any result). A stated side that is no expression (`= eighty`) counts as wrong. None when
     the reference is malformed."""
-    lenient = countdown_reward(completion, reference)
-    if not lenient:
-        return lenient
-    _, target = parse_reference(reference)  # a reference the lenient reward accepted
-    sides, _ = answer_chain(completion)  # a reply the lenient reward scored has an answer
-    for side in filter(None, sides):
-        try:
-            value, _ = evaluate_expression(side)
-        except ExpressionError:
-            return 0.0
-        if value != target:
-            return 0.0
-    return 1.0
+    return _countdown_score(completion, reference, strict=True)
 
 
 def stated_wrong_result(completion: str, reference: str) -> bool:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from seedcast.studies.claims import Group, crossover
+from seedcast.studies.claims import Group
 from seedcast.studies.pass_at_k import bootstrap_interval
 
 
-def plot_group_curves(groups: dict[str, Group], k_max: int, path: Path) -> Path:
-    """Draw every group's pass@k curve for k = 1..k_max with its band into `path`; returns it."""
+def plot_group_curves(groups: dict[str, Group], k_max: int, path: Path, crossovers: dict[str, int | None]) -> Path:
+    """Draw every group's pass@k curve for k = 1..k_max with its band into `path`, a line at each ES group's
+    crossover k (`crossovers`, by group name, as the claims found it); returns the path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,16 +27,12 @@ def plot_group_curves(groups: dict[str, Group], k_max: int, path: Path) -> Path:
     for name, group in groups.items():
         curves = [group.pass_at(k) for k in ks]
         bands = [bootstrap_interval(values) for values in curves]
-        line = axis.plot(ks, [statistics.fmean(values) for values in curves], label=f"{name} ({len(group.labels)})")
-        axis.fill_between(
-            ks, [low for low, _ in bands], [high for _, high in bands], alpha=0.15, color=line[0].get_color()
-        )
-        if group.method == "es" and "grpo" in groups and k_max > 1:
-            found = crossover(groups["grpo"], group, k_max)["k"]
-            if found is not None:
-                axis.axvline(
-                    found, linestyle=":", color=line[0].get_color(), label=f"{name} above grpo from k = {found}"
-                )
+        means = [statistics.fmean(values) for values in curves]
+        color = axis.plot(ks, means, label=f"{name} ({len(group.labels)})")[0].get_color()
+        axis.fill_between(ks, [low for low, _ in bands], [high for _, high in bands], alpha=0.15, color=color)
+        found = crossovers.get(name)
+        if found is not None:
+            axis.axvline(found, linestyle=":", color=color, label=f"{name} above grpo from k = {found}")
     axis.set_xscale("log", base=2)
     axis.set_xlabel("k (samples per problem)")
     axis.set_ylabel("pass@k (held-out problems)")

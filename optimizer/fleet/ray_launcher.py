@@ -87,8 +87,8 @@ class RayFleet:
     """The fleet.local server actors of one run, on the Ray cluster fleet.ray.address names."""
 
     def __init__(self, config: TrainConfig, logs_dir: Path, noise: str | None = None) -> None:
+        """`logs_dir` (RUN_DIR/logs) names the actors after the run; their logs are Ray's worker logs."""
         self.config = config
-        self.logs_dir = logs_dir
         self.noise = noise or config.es.noise
         self.actors: list[Any] = []
         self.addresses: list[str] = []
