@@ -20,13 +20,18 @@ settings, e.g. another wall-time budget, is made again):
 5. `hybrid`: ES-best for half of GRPO's wall time, then GRPO (`--init-from`) for half its steps.
 6. `format`: the format-only control, ES-best at the wall budget (seed 0) trained on a reward for the
    answer's shape alone (`format-final-number`, `format-countdown`): what it gains is format, not skill.
-7. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+7. `lowrank` (the arithmetic task): ES-best with low-rank members (`es.perturbation=lowrank`, rank 1 then 4, seeds
+   0, 1, 2) at es:wall's population and iterations, the whole population in one batched generation: does low-rank
+   ES learn as well as full rank at equal members? Its runs are judged in their own comparison (below), which
+   reuses the main comparison's evaluations of es:wall.
+8. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
    from, nor any run's in-training eval, which picked GRPO's setting; problems a training seed could draw are
    dropped in code), n = 16 at T = 1 at the training token budget, writing the task's part of
    docs/results/claims.json; then again at 64 new tokens (n = 4, base, GRPO, ES at equal wall time and the
    control), where the base is rarely cut off, as `TASK-64-tokens`; on Countdown also greedily (one answer
    per problem, T = 0, every run; a report without claims). Countdown runs at level 8 (two numbers up to 50):
-   level 1's 251 problems are all in every training stream, so nothing there can be held out.
+   level 1's 251 problems are all in every training stream, so nothing there can be held out. On the arithmetic
+   task also `compare-lowrank`: es:wall against the low-rank runs, at the main comparison's settings.
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. What survives a fresh
 checkout is what is committed (bench/es_vs_grpo_files.py): each finished run's files except weights, copied to
@@ -55,7 +60,14 @@ import sys
 import time
 from pathlib import Path
 
-from es_vs_grpo_files import PUBLISHED_ROOT, publish_compare, publish_evals, publish_run, restore
+from es_vs_grpo_files import (
+    PUBLISHED_ROOT,
+    publish_compare,
+    publish_evals,
+    publish_run,
+    restore,
+    share_evaluation,
+)
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -65,6 +77,7 @@ from es_vs_grpo_tasks import (
     Comparison,
     compare_command,
     comparisons,
+    lowrank_options,
 )
 from es_vs_grpo_time import (
     PROBE,
@@ -78,7 +91,7 @@ from es_vs_grpo_time import (
     summary,
 )
 
-STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "compare")
+STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "compare")
 
 
 def seedcast(command: list[str]) -> None:
@@ -136,6 +149,8 @@ class Plan:
         for comparison in comparisons(self.task):
             if comparison.includes(label):
                 out = self.folder / comparison.folder
+                if comparison.reuses:
+                    share_evaluation(self.folder / comparison.reuses, out, label)
                 seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
                 publish_evals(out, self.task, [label])
 
@@ -220,6 +235,8 @@ def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], 
     has a part of the claims file)."""
     labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
     out = plan.folder / comparison.folder
+    for label in entries if comparison.reuses else ():
+        share_evaluation(plan.folder / comparison.reuses, out, label)
     claimed = comparison.claims_suffix is not None
     claims_args = ["--claims", claims, "--claims-task", f"{plan.task}{comparison.claims_suffix}"] if claimed else []
     seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args])
@@ -323,6 +340,14 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     reward = (f"task.evaluator={TASKS[args.task]['format_evaluator']}",)
     control = es(plan, "format:wall@0", wall_iterations, 0, reward, timed_against=timed)
     plan.evaluate("format:wall@0", control, rebuildable=True)
+    if "lowrank" not in stages:
+        return
+    lowrank_runs = {}
+    for rank in TASKS[args.task]["lowrank_ranks"]:  # equal members, not equal time: no machine to match
+        for seed in SEEDS:
+            label = f"lowrank{rank}:members@{seed}"
+            lowrank_runs[label] = es(plan, label, wall_iterations, seed, lowrank_options(rank))
+            plan.evaluate(label, lowrank_runs[label], rebuildable=True)
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
@@ -332,7 +357,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
-    entries.update({"hybrid@0": hybrid, "format:wall@0": control})
+    entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs})
     for comparison in comparisons(args.task):
         compare(plan, comparison, entries, args.claims)
 

@@ -65,6 +65,19 @@ def publish_compare(out: Path, task: str) -> Path:
     return target
 
 
+def share_evaluation(source: Path, target: Path, label: str) -> bool:
+    """Copy LABEL's evaluation from comparison folder `source` to `target`, made at the same settings, unless
+    `target` has one: compare's cache then reuses it only if it measured the same weights the same way, and
+    evaluates again otherwise. Returns whether it copied."""
+    if (target / "evals" / label / "results.json").is_file() or not (
+        source / "evals" / label / "results.json"
+    ).is_file():
+        return False
+    for file in EVAL_FILES:
+        _copy(source / "evals" / label / file, target / "evals" / label / file)
+    return True
+
+
 def restore(folder: Path, task: str) -> list[str]:
     """Copy published runs and evaluations into OUT/TASK where a fresh checkout lacks them; returns what came
     back. A run folder already there is left alone (it may hold weights), as is an evaluation already there."""

@@ -24,6 +24,7 @@ TASKS = {
         "format_evaluator": "format-final-number",
         "grid": SYNTHETIC_GRID,
         "grpo_steps": 10,
+        "lowrank_ranks": (1, 4),
     },
     "countdown": {
         "overrides": [
@@ -40,6 +41,7 @@ TASKS = {
         # A level-8 GRPO step (256 completions of up to 32 tokens) took 808 s on a 2-core AVX2-only CPU, 3.1x the
         # avx512_bf16 machine's: 4 steps keep a GRPO run near an hour there, and split evenly for the hybrid.
         "grpo_steps": 4,
+        "lowrank_ranks": (),
     },
 }
 BASE_MODEL = "smollm2-135m-instruct"  # compared as `base`
@@ -50,13 +52,20 @@ SEEDS = (0, 1, 2)
 # in-training eval sets from seeds 1_000_003-1_000_005 (seed 0's picked GRPO's setting), so not those either.
 EVAL_SEED = 2_000_003
 LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model is rarely cut off
+# Low-rank ES-best (`lowrankR:members@SEED`): es:wall's population and iterations, every member of an iteration in
+# one batched generation. At 32 prompts a member, a 2-core CPU is already busy with one member's batch, so batching
+# buys little time here (docs/low-rank.md); it is what the feature is for on a GPU.
+LOWRANK_MEMBERS_PER_BATCH = 16
+# The runs the main comparison holds: everything but the low-rank runs, which meet full-rank ES in their own.
+ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "format:wall")
 
 
 @dataclass(frozen=True)
 class Comparison:
     """One `seedcast compare` of the bench, on held-out problems: its folder under OUT/TASK, the name of its part
     of the claims file (None: a report without claims), its token budget, samples per problem and temperature,
-    which labels it compares (all when None) and on which tasks (all when None)."""
+    which labels it compares (all when None), on which tasks (all when None), and which comparison made at the same
+    settings already holds evaluations it shares (`reuses`: compare's cache still checks they match)."""
 
     folder: str
     claims_suffix: str | None
@@ -65,6 +74,8 @@ class Comparison:
     labels: tuple[str, ...] | None = None
     temperature: float = 1.0
     tasks: tuple[str, ...] | None = None
+    # A comparison at the same problems, samples and tokens whose evaluations of shared labels this one reuses.
+    reuses: str | None = None
 
     def includes(self, label: str) -> bool:
         return self.labels is None or label.split("@")[0] in self.labels
@@ -74,7 +85,7 @@ class Comparison:
 
 
 COMPARISONS = (
-    Comparison("compare", "", None, 16),
+    Comparison("compare", "", None, 16, ES_VS_GRPO_LABELS),
     # Where the base model is rarely cut off: base, GRPO, ES at equal wall time and the format control.
     Comparison(
         f"compare-{LONG_TOKENS}-tokens",
@@ -87,8 +98,24 @@ COMPARISONS = (
     # claims are those one answer can judge (pass@1, entropy along the greedy answer, the hybrid at pass@1,
     # geometry). Countdown only: the synthetic task's GRPO weights were gone before it was added, and a GRPO run
     # is evaluated only while its weights exist.
-    Comparison("compare-greedy", "-greedy", None, 1, temperature=0.0, tasks=("countdown",)),
+    Comparison("compare-greedy", "-greedy", None, 1, ES_VS_GRPO_LABELS, temperature=0.0, tasks=("countdown",)),
+    # Low-rank ES against full-rank ES at equal members, at the main comparison's settings (its es:wall
+    # evaluations serve here too). Synthetic only: the issue's arithmetic task.
+    Comparison(
+        "compare-lowrank",
+        "-lowrank",
+        None,
+        16,
+        ("es:wall", *(f"lowrank{rank}:members" for rank in TASKS["synthetic"]["lowrank_ranks"])),
+        tasks=("synthetic",),
+        reuses="compare",
+    ),
 )
+
+
+def lowrank_options(rank: int) -> tuple[str, ...]:
+    """The overrides that make ES-best a low-rank run of `rank` with the population in one batch."""
+    return ("es.perturbation=lowrank", f"es.rank={rank}", f"fleet.members_per_batch={LOWRANK_MEMBERS_PER_BATCH}")
 
 
 def comparisons(task: str) -> tuple[Comparison, ...]:

@@ -52,9 +52,16 @@ def evaluation_seconds() -> float:
 
 def evaluation_estimate(task: str, label: str) -> float:
     """How long evaluating `label` takes: the machine's estimate for every comparison, in proportion to the
-    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800)."""
+    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800). An
+    evaluation a comparison reuses from another (`reuses`) costs nothing again."""
     tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
-    return evaluation_seconds() * sum(n for c, n in tokens.items() if c.includes(label)) / sum(tokens.values())
+    by_folder = {c.folder: c for c in tokens}
+
+    def sampled(c) -> bool:
+        return c.includes(label) and not (c.reuses and by_folder[c.reuses].includes(label))
+
+    made_once = sum(n for c, n in tokens.items() if not c.reuses)
+    return evaluation_seconds() * sum(n for c, n in tokens.items() if sampled(c)) / made_once
 
 
 def summary(run_dir: Path) -> dict:

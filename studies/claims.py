@@ -1,8 +1,10 @@
 """The ES papers' claims, checked on one task's `seedcast compare` entries: claims.json, never by hand.
 
 Entries are named `METHOD[:BUDGET][@SEED]`, e.g. `base`, `grpo@0`, `es:wall@1`, `es:completions@0`,
-`hybrid@0`, with METHOD one of base, es, grpo, hybrid, format and BUDGET `completions` (the same number of
-generated completions as GRPO) or `wall` (the same wall time). Several seeds of one METHOD:BUDGET form a
+`hybrid@0`, `lowrank1:members@0`, with METHOD one of base, es, grpo, hybrid, format or lowrankR (ES with rank-R
+members, `es.perturbation=lowrank es.rank=R`) and BUDGET `completions` (the same number of generated
+completions as GRPO), `wall` (the same wall time) or `members` (the same population and iterations as the
+full-rank `es:wall` runs). Several seeds of one METHOD:BUDGET form a
 group: a problem's pass@k is the mean over its seeds, and differences between groups are paired over
 problems with a percentile bootstrap (95%).
 
@@ -17,7 +19,10 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
 - `es_keeps_entropy_grpo_collapses`: GRPO lowers the token entropy against the base, and ES lowers it less;
 - `hybrid_is_best`: ES→GRPO beats both ES and GRPO at pass@1 and at the largest k;
 - `es_moves_weights_further`: ES's relative L2 change from the base is at least 10× GRPO's (the papers
-  report about 40×).
+  report about 40×);
+- `lowrank_learns_as_well_as_full_rank` (Sarkar et al. 2025): low-rank ES's pass@1 and pass@k at the largest
+  k are not below full-rank ES's (`es:wall`) at the same members (each interval of low-rank − full rank
+  reaches 0 or lies above it).
 
 Each gets `reproduced`, `not reproduced` or `mixed` (the budgets or k disagree, or the point estimate is
 on the claim's side with an interval that reaches 0), with the numbers behind it.
@@ -34,9 +39,11 @@ from pathlib import Path
 
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
-METHODS = ("base", "es", "grpo", "hybrid", "format")
-BUDGETS = ("completions", "wall")
-_LABEL = re.compile(r"^(?P<method>[a-z]+)(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
+METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank")
+RANKED_METHODS = ("lowrank",)  # written with their rank: lowrank1, lowrank4
+BUDGETS = ("completions", "wall", "members")
+FULL_RANK_REFERENCE = "es:wall"  # what low-rank runs at equal members are judged against
+_LABEL = re.compile(r"^(?P<method>[a-z]+)(?P<rank>[0-9]+)?(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
 L2_RATIO_REPRODUCED = 10.0
 REPRODUCED, NOT_REPRODUCED, MIXED = "reproduced", "not reproduced", "mixed"
 
@@ -73,14 +80,22 @@ class Group:
 
 
 def parse_label(label: str) -> tuple[str, str | None, str | None]:
-    """`es:wall@1` -> ("es", "wall", "1"); a ValueError names the grammar."""
+    """`es:wall@1` -> ("es", "wall", "1"), `lowrank4:members@0` -> ("lowrank4", "members", "0"); a ValueError
+    names the grammar."""
     match = _LABEL.match(label)
-    if not match or match["method"] not in METHODS or (match["budget"] and match["budget"] not in BUDGETS):
+    ranked = match is not None and match["method"] in RANKED_METHODS
+    if (
+        not match
+        or match["method"] not in METHODS
+        or (match["budget"] and match["budget"] not in BUDGETS)
+        or ranked != (match["rank"] is not None)
+        or (ranked and int(match["rank"]) < 1)
+    ):
         raise ValueError(
-            f"entry label {label!r} is not METHOD[:BUDGET][@SEED] with METHOD in {', '.join(METHODS)} "
-            f"and BUDGET in {', '.join(BUDGETS)}"
+            f"entry label {label!r} is not METHOD[:BUDGET][@SEED] with METHOD in {', '.join(METHODS)} (lowrank with "
+            f"its rank, e.g. lowrank1) and BUDGET in {', '.join(BUDGETS)}"
         )
-    return match["method"], match["budget"], match["seed"]
+    return match["method"] + (match["rank"] or ""), match["budget"], match["seed"]
 
 
 def group_entries(entries: Sequence) -> dict[str, Group]:
@@ -211,6 +226,9 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                 "runs": sorted(hybrid.labels + grpo.labels),
             }
         )
+    lowrank = lowrank_claim(groups, k_max)
+    if lowrank:
+        claims.append(lowrank)
     if grpo and grpo.relative_l2 and any(es.relative_l2 for es in es_groups):
         ratios = {
             es.name: statistics.fmean(es.relative_l2) / statistics.fmean(grpo.relative_l2)
@@ -230,6 +248,26 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
             }
         )
     return claims
+
+
+def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
+    """Low-rank ES against full-rank ES at the same members, at pass@1 and at the largest k (None without both)."""
+    full = groups.get(FULL_RANK_REFERENCE)
+    lowrank = [g for g in groups.values() if g.method.rstrip("0123456789") in RANKED_METHODS]
+    if not full or not lowrank:
+        return None
+    numbers = {
+        f"{group.name} − {full.name}, pass@{k}": difference(full.pass_at(k), group.pass_at(k))
+        for group in lowrank
+        for k in sorted({1, k_max})
+    }
+    return {
+        "claim": "lowrank_learns_as_well_as_full_rank",
+        "difference": "low rank − full rank, pass@k",
+        "numbers": numbers,
+        "verdict": _verdict(list(numbers.values()), tolerate_zero=True),
+        "runs": sorted(full.labels + [label for group in lowrank for label in group.labels]),
+    }
 
 
 def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:

@@ -96,8 +96,14 @@ def test_the_comparisons_are_the_committed_ones(task, grid_leader):
         "hybrid@0": f"{runs}/hybrid@0",
         "format:wall@0": f"{runs}/format:wall@0",
     }
-    for comparison in es_vs_grpo.comparisons(task):
-        report = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / task / comparison.folder / "report.md"
+    for rank in es_vs_grpo.TASKS[task]["lowrank_ranks"]:
+        entries.update({f"lowrank{rank}:members@{s}": f"{runs}/lowrank{rank}:members@{s}" for s in (0, 1, 2)})
+    published = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / task
+    made = [c for c in es_vs_grpo.comparisons(task) if (published / c.folder / "report.md").is_file()]
+    # The low-rank comparison is made once all six of its runs exist (docs/low-rank.md lists those still to come).
+    assert {c.folder for c in es_vs_grpo.comparisons(task)} - {c.folder for c in made} <= {"compare-lowrank"}
+    for comparison in made:
+        report = published / comparison.folder / "report.md"
         line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
         committed = shlex.split(line.removeprefix("Command: ").strip("`"))
         labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
@@ -106,6 +112,32 @@ def test_the_comparisons_are_the_committed_ones(task, grid_leader):
         if comparison.claims_suffix is not None:
             command += ["--claims", "docs/results/claims.json", "--claims-task", task + comparison.claims_suffix]
         assert command == committed
+
+
+def test_low_rank_runs_meet_full_rank_in_their_own_comparison_reusing_its_evaluations(tmp_path, monkeypatch):
+    """A low-rank run is evaluated for compare-lowrank only; es:wall's evaluation there starts as a copy of the main
+    comparison's (compare's cache checks it), so full rank is not sampled twice at the same settings."""
+    main, lowrank = es_vs_grpo.comparisons("synthetic")[0], es_vs_grpo.comparisons("synthetic")[-1]
+    assert not main.includes("lowrank1:members@0") and main.includes("es:wall@2") and main.includes("base")
+    assert lowrank.includes("lowrank4:members@1") and lowrank.includes("es:wall@0") and not lowrank.includes("grpo@0")
+    assert "compare-lowrank" not in [c.folder for c in es_vs_grpo.comparisons("countdown")]
+    commands = []
+    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    plan.evaluate("lowrank1:members@0", tmp_path / "lowrank", rebuildable=True)
+    assert [c[c.index("--out") + 1] for c in commands] == [str(tmp_path / "synthetic" / "compare-lowrank")]
+    evaluated = tmp_path / "synthetic" / "compare" / "evals" / "es:wall@0"
+    for name in es_vs_grpo_files.EVAL_FILES:
+        _write(evaluated / name, name)
+    commands.clear()
+    plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
+    assert len(commands) == 3  # compare, compare-64-tokens, compare-lowrank
+    shared = tmp_path / "synthetic" / "compare-lowrank" / "evals" / "es:wall@0"
+    assert (shared / "entry.json").read_text() == "entry.json"
+    _write(shared / "results.json", "newer")  # an evaluation already there is never overwritten
+    assert not es_vs_grpo_files.share_evaluation(evaluated.parent.parent, shared.parent.parent, "es:wall@0")
+    assert (shared / "results.json").read_text() == "newer"
 
 
 def test_no_run_starts_that_would_not_end_by_stop_by(tmp_path):
@@ -204,6 +236,9 @@ def test_an_evaluation_s_estimate_counts_the_completion_tokens_of_its_comparison
     assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:completions@0") == pytest.approx(
         es_vs_grpo_time.evaluation_seconds() * 256 / (256 + 256)  # 16 x 16 of 16 x 16 + 4 x 64
     )
+    # es:wall's low-rank comparison reuses its main evaluation; a low-rank run samples that comparison only.
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1") == pytest.approx(everything)
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "lowrank4:members@0") == pytest.approx(everything / 2)
 
 
 def _stage_recorder(plan, monkeypatch, probe_fits: bool) -> list[str]:
@@ -275,7 +310,11 @@ def test_a_dry_run_prints_no_es_budget_before_grpo_s_seeds_have_run(tmp_path, mo
 def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monkeypatch):
     """The greedy comparison: one answer per problem at temperature 0, on Countdown only, with its own part of the
     claims file (the claims one answer can judge)."""
-    assert [c.folder for c in es_vs_grpo.comparisons("synthetic")] == ["compare", "compare-64-tokens"]
+    assert [c.folder for c in es_vs_grpo.comparisons("synthetic")] == [
+        "compare",
+        "compare-64-tokens",
+        "compare-lowrank",
+    ]
     greedy = es_vs_grpo.comparisons("countdown")[-1]
     command = es_vs_grpo.compare_command("countdown", greedy, ["grpo@1=runs/x"], Path("out"))
     flags = {command[i]: command[i + 1] for i in range(len(command) - 1) if command[i].startswith("--")}

@@ -44,7 +44,8 @@ def _verdicts(entries) -> dict[str, str]:
 def test_labels_follow_one_grammar():
     assert parse_label("es:wall@1") == ("es", "wall", "1")
     assert parse_label("grpo") == ("grpo", None, None)
-    for bad in ("ES", "es:forever", "pso@1"):
+    assert parse_label("lowrank4:members@2") == ("lowrank4", "members", "2")
+    for bad in ("ES", "es:forever", "pso@1", "lowrank:members@0", "lowrank0:members", "es1:wall"):
         with pytest.raises(ValueError, match="METHOD"):
             parse_label(bad)
 
@@ -177,3 +178,23 @@ def test_the_claims_tables_say_where_es_crosses_over(tmp_path):
     part = write_claims(path, "synthetic", [grpo, es], [1, SAMPLES], "seedcast compare ...")
     k = part["claims"][-1]["crossover"]["es:wall"]["k"]
     assert f"crossover (ES above GRPO, interval above 0): es:wall: k = {k} (" in write_claims_report(path).read_text()
+
+
+def test_low_rank_is_judged_against_full_rank_at_equal_members_and_nowhere_else():
+    """Low-rank groups meet full-rank `es:wall` at pass@1 and the largest k; the ES-vs-GRPO claims never see them."""
+    full = [_entry(f"es:wall@{s}", 0.30, seed=s) for s in range(3)]
+    as_good = [_entry(f"lowrank1:members@{s}", 0.31, seed=s) for s in range(3)]
+    worse = [_entry(f"lowrank4:members@{s}", 0.05, seed=s) for s in range(3)]
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries(full + as_good), k_max=16)}
+    assert set(claims) == {"lowrank_learns_as_well_as_full_rank"}  # no GRPO: no ES-vs-GRPO claim
+    assert claims["lowrank_learns_as_well_as_full_rank"]["verdict"] == REPRODUCED
+    assert set(claims["lowrank_learns_as_well_as_full_rank"]["numbers"]) == {
+        "lowrank1:members − es:wall, pass@1",
+        "lowrank1:members − es:wall, pass@16",
+    }
+    assert _verdicts(full + worse)["lowrank_learns_as_well_as_full_rank"] == NOT_REPRODUCED
+    assert _verdicts(full + as_good + worse)["lowrank_learns_as_well_as_full_rank"] == MIXED
+    with_grpo = [*full, *worse, *(_entry(f"grpo@{s}", 0.30, seed=s) for s in range(3))]
+    es_vs_grpo = {c["claim"]: c for c in evaluate_claims(group_entries(with_grpo), k_max=16)}
+    assert set(es_vs_grpo["es_matches_grpo_at_pass_at_1"]["numbers"]) == {"es:wall"}
+    assert "lowrank_learns_as_well_as_full_rank" not in _verdicts([*full[:1], _entry("grpo", 0.3)])
