@@ -161,7 +161,8 @@ def compare(args: argparse.Namespace) -> int:
             + "; ".join(uncovered)
             + ". Exclude those seeds too, or evaluate on the problem set the runs trained on (--task, --set)"
         )
-    evaluate_entries(entries, out, make_config, options, dataset_record(checked), checked.model.dtype)
+    scoring = (checked.task.evaluator_spec(), checked.task.instruction_text())
+    evaluate_entries(entries, out, make_config, options, dataset_record(checked), checked.model.dtype, scoring)
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
     if args.evaluate_only:

@@ -16,6 +16,7 @@ COUNTDOWN_GRID = {"grpo.learning_rate": ["3e-5", "1e-4"], "grpo.temperature": ["
 # result they are, in docs/results/es-vs-grpo/countdown-level-1/. Level 7 (up to 25) leaves 14 of the eval
 # stream's 2,000 problems held out up to order; level 8 leaves 371.
 COUNTDOWN_LEVEL = 8
+COUNTDOWN_LENIENT, COUNTDOWN_STRICT = "countdown", "countdown-strict"
 TASKS = {
     "synthetic": {
         "overrides": [],
@@ -27,14 +28,19 @@ TASKS = {
         "lowrank_ranks": (1, 4),
     },
     "countdown": {
+        # Countdown's runs train on the lenient reward (the expression alone), the default when they were made and
+        # what their committed records mean; new runs elsewhere default to `countdown-strict`.
         "overrides": [
             "task.dataset=countdown",
             f"task.countdown_difficulty={COUNTDOWN_LEVEL}",
             "sampling.max_new_tokens=32",
+            f"task.evaluator={COUNTDOWN_LENIENT}",
         ],
         # compare's --task names the dataset. Level 8's evaluations were made in float32 (dtype=auto on an AVX2-only
         # machine); pinning it keeps a comparison in one dtype on a machine with native bf16 too.
         "eval_overrides": [f"task.countdown_difficulty={COUNTDOWN_LEVEL}", "model.dtype=float32"],
+        # What its comparisons score with, unless one names another (the strict ones rescore the same samples).
+        "evaluator": COUNTDOWN_LENIENT,
         "max_tokens": 32,
         "format_evaluator": "format-countdown",
         "grid": COUNTDOWN_GRID,
@@ -64,8 +70,9 @@ ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "for
 class Comparison:
     """One `seedcast compare` of the bench, on held-out problems: its folder under OUT/TASK, the name of its part
     of the claims file (None: a report without claims), its token budget, samples per problem and temperature,
-    which labels it compares (all when None), on which tasks (all when None), and which comparison made at the same
-    settings already holds evaluations it shares (`reuses`: compare's cache still checks they match)."""
+    which labels it compares (all when None), on which tasks (all when None), which comparison made at the same
+    settings already holds evaluations it shares (`reuses`: compare's cache still checks they match), and the
+    evaluator that scores it when not the task's."""
 
     folder: str
     claims_suffix: str | None
@@ -76,6 +83,7 @@ class Comparison:
     tasks: tuple[str, ...] | None = None
     # A comparison at the same problems, samples and tokens whose evaluations of shared labels this one reuses.
     reuses: str | None = None
+    evaluator: str | None = None  # scores it instead of the task's (samples of another built-in one are rescored)
 
     def includes(self, label: str) -> bool:
         return self.labels is None or label.split("@")[0] in self.labels
@@ -99,6 +107,29 @@ COMPARISONS = (
     # geometry). Countdown only: the synthetic task's GRPO weights were gone before it was added, and a GRPO run
     # is evaluated only while its weights exist.
     Comparison("compare-greedy", "-greedy", None, 1, ES_VS_GRPO_LABELS, temperature=0.0, tasks=("countdown",)),
+    # Countdown's samples scored again under the strict reward (a stated wrong result scores 0): every claim judged
+    # under both rewards, with no sampling and no weights (studies/rescore.py).
+    Comparison(
+        "compare-strict",
+        "-strict",
+        None,
+        16,
+        ES_VS_GRPO_LABELS,
+        tasks=("countdown",),
+        reuses="compare",
+        evaluator=COUNTDOWN_STRICT,
+    ),
+    Comparison(
+        "compare-greedy-strict",
+        "-greedy-strict",
+        None,
+        1,
+        ES_VS_GRPO_LABELS,
+        temperature=0.0,
+        tasks=("countdown",),
+        reuses="compare-greedy",
+        evaluator=COUNTDOWN_STRICT,
+    ),
     # Low-rank ES against full-rank ES at equal members, at the main comparison's settings (its es:wall
     # evaluations serve here too). Synthetic only: the issue's arithmetic task.
     Comparison(
@@ -128,10 +159,12 @@ def compare_command(task: str, comparison: Comparison, entries: list[str], out: 
     entry, whether it is evaluated at once (`--evaluate-only`, where its weights are) or compared later."""
     n, tokens = comparison.n, comparison.tokens or TASKS[task]["max_tokens"]
     ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
-    return [
+    arguments = [
         *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
         *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
         *("--exclude-training-seeds", ",".join(map(str, SEEDS))),
         *(["--temperature", f"{comparison.temperature:g}"] if comparison.temperature != 1.0 else []),
         *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
     ]
+    evaluator = comparison.evaluator or TASKS[task].get("evaluator")
+    return [*arguments, *([f"--set=task.evaluator={evaluator}"] if evaluator else [])]

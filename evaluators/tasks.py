@@ -55,8 +55,10 @@ TASKS: dict[str, Task] = {
     "parquet": Task("math"),
     # Generated offline, no records.
     "synthetic": Task("synthetic", source=GENERATED, generator=SYNTHETIC_GENERATOR),
-    # Countdown problems are the same up to the order of their numbers.
-    "countdown": Task("countdown", problem_key=countdown_key, source=GENERATED, generator=COUNTDOWN_GENERATOR),
+    # Countdown problems are the same up to the order of their numbers. Scored strictly: the expression and any
+    # result the answer states must both be right (`41 + 39 = 969` scores 0). The lenient `countdown` evaluator,
+    # which checks the expression alone and scored every committed Countdown run, stays by name.
+    "countdown": Task("countdown-strict", problem_key=countdown_key, source=GENERATED, generator=COUNTDOWN_GENERATOR),
     # A Hugging Face hub dataset (task.path is its id), when the hub is reachable.
     "hf": Task("math", source=HUB),
 }

@@ -62,6 +62,7 @@ class Group:
     completions: list[int] = field(default_factory=list)
     truncation_rate: list[float] = field(default_factory=list)  # per seed, over all samples
     finished_accuracy: list[float] = field(default_factory=list)  # per seed, among samples not cut off
+    stated_wrong_result: list[float] = field(default_factory=list)  # per seed (Countdown: studies/reward_hacking.py)
 
     @property
     def name(self) -> str:
@@ -117,6 +118,8 @@ def group_entries(entries: Sequence) -> dict[str, Group]:
             group.truncation_rate.append(results["truncation_rate"])
         if results.get("finished_accuracy") is not None:
             group.finished_accuracy.append(results["finished_accuracy"])
+        if results.get("stated_wrong_result_rate") is not None:
+            group.stated_wrong_result.append(results["stated_wrong_result_rate"])
         if entry.training:
             group.wall_seconds.append(entry.training["wall_seconds"])
             group.completions.append(entry.training.get("completions") or 0)
@@ -290,6 +293,11 @@ def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:
                 "completions": _mean_or_none(group.completions),
                 "truncation_rate": _mean_or_none(group.truncation_rate),
                 "finished_accuracy": _mean_or_none(group.finished_accuracy),
+                **(
+                    {"stated_wrong_result_rate": _mean_or_none(group.stated_wrong_result)}
+                    if group.stated_wrong_result
+                    else {}
+                ),
             }
         )
     return rows

@@ -1,9 +1,10 @@
 """claims.md: the claims file as tables a person reads, made from claims.json by `seedcast compare`.
 
 The JSON stays the record (every number, interval and run); this page shows per task the rows (method,
-budget, seeds, pass@k with intervals, wall time, completions, truncation, accuracy among finished answers),
-each claim's verdict with the paired differences behind it, and the format control. It is rewritten whole
-from the JSON every time a task's part changes, so it never disagrees with it.
+budget, seeds, pass@k with intervals, wall time, completions, truncation, accuracy among finished answers and,
+for Countdown, how often an answer states a wrong result), each claim's verdict with the paired differences
+behind it, and the format control. It is rewritten whole from the JSON every time a task's part changes, so
+it never disagrees with it.
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ def _rows_table(rows: list[dict]) -> list[str]:
     shown = sorted({ks[0], ks[-1]})
     head = ["method", "budget", "seeds", *(f"pass@{k}" for k in shown), "wall s", "completions"]
     head += ["truncated", "accuracy among finished"]
+    hacking = any("stated_wrong_result_rate" in row for row in rows)
+    head += ["states a wrong result"] if hacking else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["method"], row["budget"] or "–", str(row["seeds"])]
         cells += [_interval(row["pass_at_k"][str(k)]) for k in shown]
         cells += [_optional(row.get("wall_seconds"), ",.0f"), _optional(row.get("completions"), ",.0f")]
         cells += [_optional(row.get("truncation_rate"), ".1%"), _optional(row.get("finished_accuracy"), ".3f")]
+        cells += [_optional(row.get("stated_wrong_result_rate"), ".1%")] if hacking else []
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

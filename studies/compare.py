@@ -23,12 +23,13 @@ import json
 import logging
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from seedcast.optimizer.run_dir import RunDirectory
 from seedcast.optimizer.run_kinds import model_folder, run_kind, started_from
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
 log = logging.getLogger("seedcast.compare")
 
@@ -74,6 +75,9 @@ def load_eval(entry: Entry, folder: Path) -> None:
         ]
         if rows and all(row.get("entropies") for row in rows):  # evaluations made with entropy, since it was saved
             entry.per_problem_entropy = [statistics.fmean(row["entropies"]) for row in rows]
+        hacked = stated_wrong_result_rate(rows, entry.results.get("evaluator"))
+        if hacked is not None:
+            entry.results["stated_wrong_result_rate"] = hacked
 
 
 def paired_difference(a: list[list[bool]], b: list[list[bool]], k: int, seed: int = 0) -> dict:
@@ -191,20 +195,49 @@ def _cache_matches(folder: Path, entry: Entry) -> bool:
     return recorded.is_file() and json.loads(recorded.read_text()).get("identity") == entry_identity(entry)
 
 
+def recorded_alike(recorded: dict | None, wanted: dict, kind: type) -> bool:
+    """Whether a record written into results.json (`recorded`) names what `wanted` names, both `asdict` of a
+    `kind` dataclass (DatasetSpec, EvalOptions). A field added to `kind` since the record was written counts as
+    its default there: its default keeps the earlier behaviour, so a cache outlives the field's arrival."""
+    if recorded is None:
+        return False
+    defaults = {
+        f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        for f in fields(kind)
+        if f.default is not MISSING or f.default_factory is not MISSING
+    }
+    missing = object()
+    return set(recorded) <= set(wanted) and all(
+        recorded.get(name, defaults.get(name, missing)) == value for name, value in wanted.items()
+    )
+
+
 def _cached_dtype_serves(recorded: dict, dtype: str) -> bool:
     """Whether a cached evaluation was sampled in the dtype asked for: any, under `auto` (a cache made on another
     kind of machine is reused, and the report flags mixed inference); else the very one (`--set model.dtype=...`)."""
     return dtype == "auto" or (recorded.get("inference") or {}).get("dtype") == dtype
 
 
-def evaluate_entries(entries: list[Entry], out: Path, make_config, options, dataset: dict, dtype: str = "auto") -> None:
+def evaluate_entries(
+    entries: list[Entry],
+    out: Path,
+    make_config,
+    options,
+    dataset: dict,
+    dtype: str = "auto",
+    scoring: tuple[str, str] | None = None,
+) -> None:
     """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals/LABEL, reused only
     for the same weights, made with the same options on the same problems, `dataset` as
-    `evaluate.dataset_record` gives it, in the inference `dtype` asked for unless `auto`). A cache outlives the
-    weights: a GRPO run whose model/ is gone is still compared through it."""
+    `evaluate.dataset_record` gives it, in the inference `dtype` asked for unless `auto`, and scored by
+    `scoring`'s evaluator with its instruction when given). A cache scored by another built-in evaluator that
+    asked the same way is scored again without sampling (studies/rescore.py). A cache outlives the weights: a
+    GRPO run whose model/ is gone is still compared through it."""
     from dataclasses import asdict
 
-    from seedcast.studies.evaluate import run_eval
+    from seedcast.evaluators.datasets import DatasetSpec
+    from seedcast.studies.evaluate import EvalOptions, run_eval
+    from seedcast.studies.rescore import can_rescore, recorded_instruction, rescore
 
     for entry in entries:
         if entry.kind == "eval":
@@ -214,13 +247,21 @@ def evaluate_entries(entries: list[Entry], out: Path, make_config, options, data
         cached = folder / "results.json"
         recorded = json.loads(cached.read_text()) if cached.is_file() else {}
         same_run = _cache_matches(folder, entry)
-        same_sampling = recorded.get("options") == asdict(options) and recorded.get("dataset") == dataset
-        if same_run and same_sampling and _cached_dtype_serves(recorded, dtype):
+        same_sampling = recorded_alike(recorded.get("options"), asdict(options), EvalOptions) and recorded_alike(
+            recorded.get("dataset"), dataset, DatasetSpec
+        )
+        scored_alike = scoring is None or (recorded.get("evaluator"), recorded_instruction(recorded)) == scoring
+        if same_run and same_sampling and _cached_dtype_serves(recorded, dtype) and scored_alike:
             log.info("%s: reusing %s", entry.label, cached)
+        elif same_run and same_sampling and _cached_dtype_serves(recorded, dtype) and can_rescore(recorded, *scoring):
+            log.info("%s: scoring %s again under %s", entry.label, cached, scoring[0])
+            rescore(folder, scoring[0])
         else:
             log.info("%s: evaluating %s", entry.label, entry.path)
-            (folder / GEOMETRY_FILE).unlink(missing_ok=True)  # measured on other weights, if any
-            asyncio.run(run_eval(make_config(model_spec_of(entry, out)), options, folder))
+            model = model_spec_of(entry, out)  # fails for weights that are gone, before anything cached is touched
+            if not same_run:
+                (folder / GEOMETRY_FILE).unlink(missing_ok=True)  # measured on other weights
+            asyncio.run(run_eval(make_config(model), options, folder))
             (folder / ENTRY_FILE).write_text(json.dumps({"path": entry.path, "identity": entry_identity(entry)}) + "\n")
         load_eval(entry, folder)
 

@@ -286,6 +286,7 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         "model": config.model.name,
         "task": config.task.dataset,
         "evaluator": evaluator,
+        "instruction": instruction,  # with the evaluator: whether these samples can be scored again (rescore.py)
         "dataset": dataset_record(config),
         "options": asdict(options),
         "excluded_as_training_problems": excluded,

@@ -179,10 +179,11 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     assert commands == []
     plan.evaluate("grpo@1", tmp_path / "grpo")
-    assert len(commands) == 3 and all("--evaluate-only" in command for command in commands)  # every comparison
+    countdown = len(es_vs_grpo.comparisons("countdown"))  # the strict ones rescore what the others sampled
+    assert len(commands) == countdown and all("--evaluate-only" in command for command in commands)  # every one
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
-    assert len(commands) == 6
+    assert len(commands) == 2 * countdown
 
 
 def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_grpo_run_s(tmp_path, monkeypatch):
@@ -194,7 +195,7 @@ def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_gr
     plan.evaluate("base", "smollm2-135m-instruct", rebuildable=True)
     assert commands == []
     plan.evaluate("grpo@1", tmp_path / "grpo")
-    assert len(commands) == 3
+    assert len(commands) == len(es_vs_grpo.comparisons("countdown"))
 
 
 def test_stop_by_takes_the_next_time_of_day_within_12_hours():
@@ -332,7 +333,31 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monk
         "countdown",
         "countdown-64-tokens",
         "countdown-greedy",
+        "countdown-strict",
+        "countdown-greedy-strict",
     ]
+
+
+def test_countdown_is_judged_under_the_reward_its_runs_trained_on_and_under_the_strict_one():
+    """Every Countdown run trains on, and every comparison but the strict ones scores with, the lenient reward that
+    made the committed runs (pinned: the task's default is strict now); each strict comparison rescores a
+    lenient one made at the same settings."""
+    comparisons = {c.folder: c for c in es_vs_grpo.comparisons("countdown")}
+    assert "task.evaluator=countdown" in es_vs_grpo.TASKS["countdown"]["overrides"]
+    for comparison in comparisons.values():
+        command = es_vs_grpo.compare_command("countdown", comparison, [], Path("out"))
+        scored = [a.removeprefix("--set=task.evaluator=") for a in command if a.startswith("--set=task.evaluator=")]
+        strict = comparison.folder.endswith("-strict")
+        assert scored == ["countdown-strict" if strict else "countdown"], comparison.folder
+        if strict:
+            lenient = comparisons[comparison.reuses]
+            assert (lenient.n, lenient.temperature, lenient.tokens) == (
+                comparison.n,
+                comparison.temperature,
+                comparison.tokens,
+            )
+    synthetic = es_vs_grpo.compare_command("synthetic", es_vs_grpo.comparisons("synthetic")[0], [], Path("out"))
+    assert not any(a.startswith("--set=task.evaluator=") for a in synthetic)  # its task's default, as it ran
 
 
 def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path, monkeypatch, capsys):

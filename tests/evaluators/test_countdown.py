@@ -105,8 +105,11 @@ def test_generated_problems_are_solvable_and_a_pure_function_of_the_seed(difficu
 
 def test_countdown_is_a_task_like_the_others():
     config = load_config(overrides=["task.dataset=countdown", "task.countdown_difficulty=3", "task.synthetic_size=20"])
-    assert config.task.evaluator_spec() == "countdown"
+    assert config.task.evaluator_spec() == "countdown-strict"  # a stated wrong result scores 0 in new runs
     assert "exactly once" in config.task.instruction_text()
+    lenient = load_config(overrides=["task.dataset=countdown", "task.evaluator=countdown"])
+    assert lenient.task.evaluator_spec() == "countdown"  # the committed runs' reward, by name
+    assert lenient.task.instruction_text() == config.task.instruction_text()
     problems = load_problems(config.task.dataset_spec(config.seed))
     assert len(problems) == 20 and problems == countdown_problems(20, 3, seed=0)
     assert load_evaluator("countdown").score_batch([ScoredSample("p", "2 + 4", "2,4=6")]) == [1.0]

@@ -198,3 +198,19 @@ def test_low_rank_is_judged_against_full_rank_at_equal_members_and_nowhere_else(
     es_vs_grpo = {c["claim"]: c for c in evaluate_claims(group_entries(with_grpo), k_max=16)}
     assert set(es_vs_grpo["es_matches_grpo_at_pass_at_1"]["numbers"]) == {"es:wall"}
     assert "lowrank_learns_as_well_as_full_rank" not in _verdicts([*full[:1], _entry("grpo", 0.3)])
+
+
+def test_how_often_answers_state_a_wrong_result_is_shown_per_method_where_measured(tmp_path):
+    path = tmp_path / "claims.json"
+    entries = [_entry("base", 0.05), _entry("grpo@0", 0.3), _entry("grpo@1", 0.3, seed=1), _entry("es:wall@0", 0.1)]
+    for entry, rate in zip(entries, (0.0, 0.5, 0.25, 0.01), strict=True):
+        entry.results = {"stated_wrong_result_rate": rate}
+    write_claims(path, "countdown", entries, [1, 16], "seedcast compare ...")
+    rows = {row["method"]: row for row in json.loads(path.read_text())["tasks"]["countdown"]["rows"]}
+    assert rows["grpo"]["stated_wrong_result_rate"] == pytest.approx(0.375)  # the mean of its seeds
+    assert rows["es"]["stated_wrong_result_rate"] == pytest.approx(0.01)
+    text = write_claims_report(path).read_text()
+    assert "states a wrong result" in text and "| 37.5% |" in text
+    write_claims(path, "synthetic", [_entry("base", 0.05), _entry("grpo@0", 0.3)], [1, 16], "seedcast compare ...")
+    synthetic = json.loads(path.read_text())["tasks"]["synthetic"]["rows"]
+    assert all("stated_wrong_result_rate" not in row for row in synthetic)  # no stated result to check
