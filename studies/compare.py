@@ -247,13 +247,16 @@ def evaluate_entries(
         cached = folder / "results.json"
         recorded = json.loads(cached.read_text()) if cached.is_file() else {}
         same_run = _cache_matches(folder, entry)
-        same_sampling = recorded_alike(recorded.get("options"), asdict(options), EvalOptions) and recorded_alike(
-            recorded.get("dataset"), dataset, DatasetSpec
+        same_samples = (
+            same_run
+            and recorded_alike(recorded.get("options"), asdict(options), EvalOptions)
+            and recorded_alike(recorded.get("dataset"), dataset, DatasetSpec)
+            and _cached_dtype_serves(recorded, dtype)
         )
         scored_alike = scoring is None or (recorded.get("evaluator"), recorded_instruction(recorded)) == scoring
-        if same_run and same_sampling and _cached_dtype_serves(recorded, dtype) and scored_alike:
+        if same_samples and scored_alike:
             log.info("%s: reusing %s", entry.label, cached)
-        elif same_run and same_sampling and _cached_dtype_serves(recorded, dtype) and can_rescore(recorded, *scoring):
+        elif same_samples and can_rescore(recorded, *scoring):
             log.info("%s: scoring %s again under %s", entry.label, cached, scoring[0])
             rescore(folder, scoring[0])
         else:
