@@ -1,7 +1,8 @@
 """`seedcast eval`: n samples per problem through the inference servers, then what the ES papers
 measure — pass@k (unbiased estimator, bootstrap intervals over problems), the mean token entropy of
 the full next-token distribution (the logits the servers sample from, at temperature 1), distinct final answers per
-problem, completion length and truncation rate. Writes results.json and a pass@k plot.
+problem, completion length and truncation rate. Writes results.json and a pass@k plot. An evaluation cut off goes on
+where it stopped when run again (studies/eval_resume.py).
 
     seedcast eval --model smollm2-135m-instruct --task synthetic --limit 64 --n 16 --out evals/base
     seedcast eval --model exported/ --task gsm8k --data ../shared/data/gsm8k/test.jsonl --n 16 --out evals/es
@@ -15,6 +16,7 @@ import logging
 import math
 import statistics
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
+from seedcast.studies.eval_resume import EvalProgress, problem_records, weights_digest
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 log = logging.getLogger("seedcast.eval")
@@ -77,15 +80,26 @@ def final_answer(completion: str) -> str | None:
 
 
 async def sample_all(
-    clients: list[ServerClient], requests: list[pb.SampleRequest], show_progress: bool = True
+    clients: list[ServerClient],
+    requests: list[pb.SampleRequest],
+    show_progress: bool = True,
+    on_reply: Callable[[int, pb.SampleReply], None] | None = None,
+    already_done: int = 0,
 ) -> list[pb.SampleReply]:
     """Send the requests over the servers, each taking the next request when free. A server whose
     call fails is dropped and its request goes to another; sampling seeds travel with the request,
-    so the answer is the same whichever server gives it."""
+    so the answer is the same whichever server gives it. `on_reply(index, reply)` is called as each
+    request is answered (the resume record); the progress bar starts at `already_done` calls."""
     replies: list[pb.SampleReply | None] = [None] * len(requests)
     queue = deque(enumerate(requests))
     live = list(clients)
-    bar = tqdm(total=len(requests), desc="sampling", unit="call", disable=not show_progress)
+    bar = tqdm(
+        total=len(requests) + already_done,
+        initial=already_done,
+        desc="sampling",
+        unit="call",
+        disable=not show_progress,
+    )
 
     async def worker(client: ServerClient) -> None:
         while queue:
@@ -99,6 +113,8 @@ async def sample_all(
                 queue.appendleft((index, request))
                 live.remove(client)
                 return
+            if on_reply is not None:
+                on_reply(index, replies[index])
             bar.update(1)
 
     while queue:
@@ -238,7 +254,9 @@ def _prompt(problem: Problem) -> str:
 
 
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
-    """Start or connect the servers, sample, score, summarize; writes results.json and pass_at_k.png."""
+    """Start or connect the servers, sample, score, summarize; writes samples.jsonl, results.json and pass_at_k.png.
+    Resumable: each finished Sample call is kept in OUT/partial.jsonl (studies/eval_resume.py), and the same
+    evaluation started again makes only the calls still missing."""
     check_installed(config.report_to)  # before any sampling
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
@@ -265,51 +283,69 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
                 ),
             )
         )
+    header = {
+        "weights": weights_digest(config.model.name),
+        "evaluator": evaluator,
+        "instruction": instruction,
+        "dataset": dataset_record(config),
+        "options": asdict(options),
+        "problems": [p.problem_id for p in problems],
+    }
     try:
         await fleet.start([])
         state = await fleet.active[0].state()  # what the samples were drawn with: a paired comparison needs one
-        replies = await sample_all(fleet.active, requests)
+        inference = {"backend": state.backend, "device": state.device, "dtype": state.dtype}
+        progress = EvalProgress(out_dir, {**header, "inference": inference})
+        done = progress.load()
+        pending = [index for index in range(len(requests)) if index not in done]
+
+        def keep(position: int, reply: pb.SampleReply) -> None:
+            done[pending[position]] = problem_records(reply)
+            progress.record(pending[position], done[pending[position]])
+
+        await sample_all(fleet.active, [requests[i] for i in pending], on_reply=keep, already_done=len(done))
     finally:
         await fleet.close()
+    records = [problem for index in range(len(requests)) for problem in done[index]]
     outcomes = [
         ProblemOutcome(
-            rewards=list(p.rewards),
-            tokens=list(p.completion_tokens),
-            truncated=list(p.truncated),
-            entropies=list(p.mean_token_entropy),
-            answers=[final_answer(c) for c in p.completions],
+            rewards=r["rewards"],
+            tokens=r["tokens"],
+            truncated=r["truncated"],
+            entropies=r["entropies"],
+            answers=[final_answer(c) for c in r["completions"]],
         )
-        for reply in replies
-        for p in reply.problems
+        for r in records
     ]
     results = {
         "model": config.model.name,
         "task": config.task.dataset,
         "evaluator": evaluator,
         "instruction": instruction,  # with the evaluator: whether these samples can be scored again (rescore.py)
-        "dataset": dataset_record(config),
-        "options": asdict(options),
+        "dataset": header["dataset"],
+        "options": header["options"],
         "excluded_as_training_problems": excluded,
-        "inference": {"backend": state.backend, "device": state.device, "dtype": state.dtype},
+        "inference": inference,
         **summarize(outcomes, options),
     }
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     with (out_dir / "samples.jsonl").open("w") as handle:
-        for problem, reply_problem in zip(problems, (p for reply in replies for p in reply.problems), strict=True):
+        for problem, record in zip(problems, records, strict=True):
             handle.write(
                 json.dumps(
                     {
                         "problem_id": problem.problem_id,
                         "prompt": problem.prompt,
                         "reference": problem.reference,
-                        "completions": list(reply_problem.completions),
-                        "rewards": list(reply_problem.rewards),
-                        "entropies": list(reply_problem.mean_token_entropy),
-                        "truncated": list(reply_problem.truncated),
+                        "completions": record["completions"],
+                        "rewards": record["rewards"],
+                        "entropies": record["entropies"],
+                        "truncated": record["truncated"],
                     }
                 )
                 + "\n"
             )
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")  # last: marks it complete
+    progress.finish()
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")
     report_eval(config, results, out_dir)
     return results

@@ -1,0 +1,119 @@
+"""An evaluation's finished Sample calls on disk (OUT/partial.jsonl), so that an evaluation cut off (the end of a
+session, a lost machine, Ctrl-C) goes on from where it stopped when the same command runs again.
+
+Every Sample call's sampling seed comes from its position in the evaluation (`evaluate.run_eval`), so a call's
+answers do not depend on when, or on which server, it ran: the calls kept from before and those made now form
+the same evaluation as one uninterrupted run (tests/studies/test_eval_resume.py checks it sample for sample).
+
+The file's first line records what the samples were drawn with: a digest of the weights, the problems, the
+options, the evaluator, the instruction, the backend and the dtype. A file recorded for anything else is set
+aside as partial.stale.jsonl, never mixed in. Each finished call is appended as one line and flushed to disk; a
+line cut off mid-write (the process killed) is dropped, and the file rewritten without it, on the next start.
+The file is removed once results.json and samples.jsonl are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+from seedcast.proto import seedcast_pb2 as pb
+
+log = logging.getLogger("seedcast.eval")
+PARTIAL_FILE = "partial.jsonl"
+STALE_FILE = "partial.stale.jsonl"
+
+
+def weights_digest(model: str) -> str:
+    """What names the weights an evaluation samples from: a digest of the files' contents for a local model
+    (a folder, or one file such as a GGUF), so weights rebuilt bit for bit (an ES run exported again from its
+    update log) still match, and any other weights at the same path do not; else the spec itself (a hub id or
+    the bundled alias, which name fixed weights)."""
+    path = Path(model)
+    if not path.exists():
+        return f"spec:{model}"
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    for file in files:
+        name = file.relative_to(path) if path.is_dir() else file.name
+        digest.update(f"{name}\0{file.stat().st_size}\0".encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(1 << 24):
+                digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def problem_records(reply: pb.SampleReply) -> list[dict]:
+    """A Sample reply's problems as plain records: what results.json and samples.jsonl are made from."""
+    return [
+        {
+            "completions": list(p.completions),
+            "rewards": list(p.rewards),
+            "tokens": list(p.completion_tokens),
+            "truncated": list(p.truncated),
+            "entropies": list(p.mean_token_entropy),
+        }
+        for p in reply.problems
+    ]
+
+
+class EvalProgress:
+    """The finished calls of one evaluation in OUT/partial.jsonl, for the samples recorded in `header`."""
+
+    def __init__(self, out_dir: Path, header: dict) -> None:
+        self.path = out_dir / PARTIAL_FILE
+        self.header = json.loads(json.dumps(header))  # as it reads back: lists, string keys
+
+    def load(self) -> dict[int, list[dict]]:
+        """The calls finished before, by position, when the file records this same evaluation; else none (a
+        file recorded for other samples is set aside). Leaves the file holding exactly what it returns."""
+        if not self.path.is_file():
+            self._write({})
+            return {}
+        lines = self.path.read_text().splitlines()
+        try:
+            recorded = json.loads(lines[0]) if lines else None
+        except json.JSONDecodeError:
+            recorded = None
+        if recorded != self.header:
+            log.warning(
+                "%s was recorded for other samples; set aside as %s, sampling from the start", self.path, STALE_FILE
+            )
+            self.path.replace(self.path.with_name(STALE_FILE))
+            self._write({})
+            return {}
+        done: dict[int, list[dict]] = {}
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+                done[int(row["call"])] = row["problems"]
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                log.warning("%s: dropping a call cut off mid-write", self.path)
+        self._write(done)
+        if done:
+            log.info("%s: resuming, %d Sample calls already made", self.path, len(done))
+        return done
+
+    def record(self, call: int, problems: list[dict]) -> None:
+        """Append one finished call, on disk before this returns."""
+        with self.path.open("a") as handle:
+            handle.write(json.dumps({"call": call, "problems": problems}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def finish(self) -> None:
+        """The evaluation's results are written: the partial record has served."""
+        self.path.unlink(missing_ok=True)
+
+    def _write(self, done: dict[int, list[dict]]) -> None:
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with temporary.open("w") as handle:
+            handle.write(json.dumps(self.header) + "\n")
+            for call in sorted(done):
+                handle.write(json.dumps({"call": call, "problems": done[call]}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(self.path)
