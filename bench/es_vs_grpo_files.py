@@ -28,6 +28,10 @@ RUN_FILES = (
 COMPARE_FILES = ("report.md", "compare.json", "pass_at_k.png", "reward_curves.png", "geometry.png")
 # What `seedcast compare` needs to compare an entry again without its weights (and to judge the claims).
 EVAL_FILES = ("results.json", "samples.jsonl", "entry.json", "geometry.json")
+# Samples larger than this (n = 256 evaluations: megabytes each) are not committed: results.json keeps the
+# per-problem counts and entropies that compare judges from. Such an evaluation is rescored (another built-in
+# reward) only where its samples still are.
+PUBLISHED_SAMPLES_LIMIT = 1 << 20
 
 
 def _copy(source: Path, target: Path) -> bool:
@@ -52,8 +56,13 @@ def publish_evals(out: Path, task: str, labels: list[str] | None = None) -> Path
     for folder in sorted((out / "evals").glob("*")):
         if labels is None or folder.name in labels:
             for file in EVAL_FILES:
-                _copy(folder / file, target / "evals" / folder.name / file)
+                if file != "samples.jsonl" or _size(folder / file) <= PUBLISHED_SAMPLES_LIMIT:
+                    _copy(folder / file, target / "evals" / folder.name / file)
     return target
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
 
 
 def publish_compare(out: Path, task: str) -> Path:

@@ -158,7 +158,7 @@ def compare_command(task: str, comparison: Comparison, entries: list[str], out: 
     """`seedcast compare` arguments (without claims) of a comparison: the same problems and samples for every
     entry, whether it is evaluated at once (`--evaluate-only`, where its weights are) or compared later."""
     n, tokens = comparison.n, comparison.tokens or TASKS[task]["max_tokens"]
-    ks = [k for k in (1, 2, 4, 8, 16) if k <= n]
+    ks = [2**power for power in range(9) if 2**power <= n]  # 1, 2, 4, ... up to n (at most 256)
     arguments = [
         *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
         *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),

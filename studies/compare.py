@@ -64,11 +64,18 @@ def parse_entry(text: str) -> Entry:
 
 
 def load_eval(entry: Entry, folder: Path) -> None:
-    """Read results.json and, when present, the per-sample rewards in samples.jsonl."""
+    """Read results.json and the per-sample rewards in samples.jsonl; without samples.jsonl (an evaluation too
+    large to commit its samples), the per-problem counts and entropies results.json keeps."""
     entry.results = json.loads((folder / "results.json").read_text())
     threshold = entry.results.get("correct_threshold", 0.5)
     samples = folder / "samples.jsonl"
-    if samples.is_file():
+    kept = entry.results.get("per_problem")
+    if not samples.is_file() and kept:
+        n = entry.results["samples_per_problem"]
+        entry.per_problem_correct = [[True] * count + [False] * (n - count) for count in kept["correct"]]
+        if all(e is not None for e in kept["mean_token_entropy"]):
+            entry.per_problem_entropy = kept["mean_token_entropy"]
+    elif samples.is_file():
         rows = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
         entry.per_problem_correct = [
             [r is not None and not math.isnan(r) and r >= threshold for r in row["rewards"]] for row in rows
@@ -256,7 +263,7 @@ def evaluate_entries(
         scored_alike = scoring is None or (recorded.get("evaluator"), recorded_instruction(recorded)) == scoring
         if same_samples and scored_alike:
             log.info("%s: reusing %s", entry.label, cached)
-        elif same_samples and can_rescore(recorded, *scoring):
+        elif same_samples and (folder / "samples.jsonl").is_file() and can_rescore(recorded, *scoring):
             log.info("%s: scoring %s again under %s", entry.label, cached, scoring[0])
             rescore(folder, scoring[0])
         else:

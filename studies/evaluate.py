@@ -40,6 +40,7 @@ from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.studies.eval_resume import EvalProgress, problem_records, weights_digest
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
 log = logging.getLogger("seedcast.eval")
 CORRECT_THRESHOLD = 0.5  # a sample counts as correct for pass@k when its reward is at least this
@@ -144,6 +145,12 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
     return {
         "problems": len(outcomes),
         "samples_per_problem": options.n,
+        # What a comparison judges, kept here as well as in samples.jsonl: an evaluation too large to commit its
+        # samples (n = 256) is still compared and judged again from results.json alone.
+        "per_problem": {
+            "correct": correct,
+            "mean_token_entropy": [statistics.fmean(o.entropies) if o.entropies else None for o in outcomes],
+        },
         "pass_at_k": pass_rows,
         "mean_token_entropy": statistics.fmean(entropies) if entropies else None,
         "entropy_estimate": "full next-token distribution, temperature 1" if entropies else None,
@@ -328,22 +335,19 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         "inference": inference,
         **summarize(outcomes, options),
     }
-    with (out_dir / "samples.jsonl").open("w") as handle:
-        for problem, record in zip(problems, records, strict=True):
-            handle.write(
-                json.dumps(
-                    {
-                        "problem_id": problem.problem_id,
-                        "prompt": problem.prompt,
-                        "reference": problem.reference,
-                        "completions": record["completions"],
-                        "rewards": record["rewards"],
-                        "entropies": record["entropies"],
-                        "truncated": record["truncated"],
-                    }
-                )
-                + "\n"
-            )
+    rows = [
+        {
+            "problem_id": problem.problem_id,
+            "prompt": problem.prompt,
+            "reference": problem.reference,
+            **{key: record[key] for key in ("completions", "rewards", "entropies", "truncated")},
+        }
+        for problem, record in zip(problems, records, strict=True)
+    ]
+    hacked = stated_wrong_result_rate(rows, evaluator)
+    if hacked is not None:
+        results["stated_wrong_result_rate"] = hacked
+    (out_dir / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")  # last: marks it complete
     progress.finish()
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")

@@ -19,6 +19,7 @@ from seedcast.evaluators.base import ScoredSample
 from seedcast.evaluators.registry import BUILTIN_EVALUATORS, load_evaluator
 from seedcast.evaluators.tasks import default_instruction
 from seedcast.studies.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
+from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
 SAMPLES_FILE, RESULTS_FILE = "samples.jsonl", "results.json"
 
@@ -73,6 +74,9 @@ def rescore(folder: Path, evaluator: str) -> dict:
         "rescored_from": recorded.get("rescored_from") or recorded.get("evaluator"),
         "mean_completion_tokens": recorded["mean_completion_tokens"],
     }
+    hacked = stated_wrong_result_rate(records, evaluator)
+    if hacked is not None:
+        results["stated_wrong_result_rate"] = hacked
     _write(folder / SAMPLES_FILE, "".join(json.dumps(record) + "\n" for record in records))
     _write(folder / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results

@@ -62,6 +62,20 @@ def test_published_runs_and_evaluations_come_back_into_a_fresh_checkout(tmp_path
     assert (fresh / "compare" / "evals" / "hybrid@0" / "results.json").read_text() == "newer"
 
 
+def test_samples_too_large_to_commit_are_left_out_and_their_results_kept(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(es_vs_grpo_files, "PUBLISHED_SAMPLES_LIMIT", 8)
+    evals = tmp_path / "runs" / "t" / "compare-256" / "evals"
+    _write(evals / "small" / "samples.jsonl", "8 bytes!")
+    _write(evals / "large" / "samples.jsonl", "9 bytes!!")
+    for label in ("small", "large"):
+        _write(evals / label / "results.json", "{}")
+    published = es_vs_grpo_files.publish_evals(evals.parent, "t") / "evals"
+    assert (published / "small" / "samples.jsonl").is_file()
+    assert not (published / "large" / "samples.jsonl").exists()
+    assert (published / "large" / "results.json").is_file()
+
+
 def test_a_wall_matched_run_is_made_only_on_the_machine_its_budget_was_timed_on(tmp_path):
     same, other, unrecorded = tmp_path / "same", tmp_path / "other", tmp_path / "unrecorded"
     _write(same / "summary.json", json.dumps({"wall_seconds": 1.0, "machine": machine_kind()}))

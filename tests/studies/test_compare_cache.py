@@ -125,3 +125,19 @@ def test_an_evaluation_that_cannot_run_keeps_the_cache_beside_it(tmp_path):
     with pytest.raises(ConfigError, match="without its weights"):
         evaluate_entries([entry], out, _never_sample, other, DATASET, "float32", ("countdown", INSTRUCTION))
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == kept
+
+
+def test_an_evaluation_whose_samples_were_not_kept_is_judged_from_its_per_problem_counts(tmp_path):
+    """n = 256 evaluations commit results.json without samples.jsonl: compare judges them the same from the counts
+    results.json keeps; only scoring them again under another reward needs the samples (then it samples again)."""
+    entry, out = _cached_evaluation(tmp_path)
+    evaluate_entries([entry], out, _never_sample, OPTIONS, DATASET, "float32", ("countdown", INSTRUCTION))
+    (out / "evals" / "base" / "samples.jsonl").unlink()
+    alone = Entry(label="base", path="some/model", kind="spec")
+    evaluate_entries([alone], out, _never_sample, OPTIONS, DATASET, "float32", ("countdown", INSTRUCTION))
+    assert [sum(c) for c in alone.per_problem_correct] == [sum(c) for c in entry.per_problem_correct] == [2, 1]
+    assert all(len(c) == OPTIONS.n for c in alone.per_problem_correct)
+    assert alone.per_problem_entropy == entry.per_problem_entropy == [0.5, 0.5]
+    assert alone.results["stated_wrong_result_rate"] == entry.results["stated_wrong_result_rate"] == 0.25
+    with pytest.raises(SamplingNotExpected):
+        evaluate_entries([alone], out, _never_sample, OPTIONS, DATASET, "float32", ("countdown-strict", INSTRUCTION))
