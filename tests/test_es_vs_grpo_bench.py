@@ -27,6 +27,18 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def _record_commands(monkeypatch, commands: list) -> None:
+    """The bench's `seedcast` commands go to `commands` instead of running (vLLM's interpreter is not needed)."""
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command))
+    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
+
+
+def _grpo_with_weights(tmp_path: Path) -> Path:
+    """A GRPO run evaluated in the session that trained it: its model/ is still there."""
+    (tmp_path / "grpo" / "model").mkdir(parents=True, exist_ok=True)
+    return tmp_path / "grpo"
+
+
 def test_published_runs_and_evaluations_come_back_into_a_fresh_checkout(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "runs" / "t" / "hybrid@0"
@@ -114,8 +126,10 @@ def test_the_comparisons_are_the_committed_ones(task, grid_leader):
         entries.update({f"lowrank{rank}:members@{s}": f"{runs}/lowrank{rank}:members@{s}" for s in (0, 1, 2)})
     published = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / task
     made = [c for c in es_vs_grpo.comparisons(task) if (published / c.folder / "report.md").is_file()]
-    # The low-rank comparison is made once all six of its runs exist (docs/low-rank.md lists those still to come).
-    assert {c.folder for c in es_vs_grpo.comparisons(task)} - {c.folder for c in made} <= {"compare-lowrank"}
+    # The low-rank comparison is made once all six of its runs exist (docs/low-rank.md lists those still to come),
+    # the pass@k curve to 256 once its 9 evaluations per task do (docs/es-vs-grpo.md).
+    still_to_come = {"compare-lowrank", "compare-256", "compare-256-strict"}
+    assert {c.folder for c in es_vs_grpo.comparisons(task)} - {c.folder for c in made} <= still_to_come
     for comparison in made:
         report = published / comparison.folder / "report.md"
         line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
@@ -136,7 +150,7 @@ def test_low_rank_runs_meet_full_rank_in_their_own_comparison_reusing_its_evalua
     assert lowrank.includes("lowrank4:members@1") and lowrank.includes("es:wall@0") and not lowrank.includes("grpo@0")
     assert "compare-lowrank" not in [c.folder for c in es_vs_grpo.comparisons("countdown")]
     commands = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    _record_commands(monkeypatch, commands)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
     plan.evaluate("lowrank1:members@0", tmp_path / "lowrank", rebuildable=True)
@@ -146,7 +160,7 @@ def test_low_rank_runs_meet_full_rank_in_their_own_comparison_reusing_its_evalua
         _write(evaluated / name, name)
     commands.clear()
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
-    assert len(commands) == 3  # compare, compare-64-tokens, compare-lowrank
+    assert len(commands) == 4  # compare, compare-64-tokens, compare-256, compare-lowrank
     shared = tmp_path / "synthetic" / "compare-lowrank" / "evals" / "es:wall@0"
     assert (shared / "entry.json").read_text() == "entry.json"
     _write(shared / "results.json", "newer")  # an evaluation already there is never overwritten
@@ -187,12 +201,12 @@ def test_default_estimates_follow_the_machine_kind(monkeypatch):
 
 def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo_run_s_never(tmp_path, monkeypatch):
     commands = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    _record_commands(monkeypatch, commands)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     assert commands == []
-    plan.evaluate("grpo@1", tmp_path / "grpo")
+    plan.evaluate("grpo@1", _grpo_with_weights(tmp_path))
     countdown = len(es_vs_grpo.comparisons("countdown"))  # the strict ones rescore what the others sampled
     assert len(commands) == countdown and all("--evaluate-only" in command for command in commands)  # every one
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None)
@@ -202,13 +216,13 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
 
 def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_grpo_run_s(tmp_path, monkeypatch):
     commands = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    _record_commands(monkeypatch, commands)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None, runs_first=True)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     plan.evaluate("base", "smollm2-135m-instruct", rebuildable=True)
     assert commands == []
-    plan.evaluate("grpo@1", tmp_path / "grpo")
+    plan.evaluate("grpo@1", _grpo_with_weights(tmp_path))
     assert len(commands) == len(es_vs_grpo.comparisons("countdown"))
 
 
@@ -245,14 +259,20 @@ def test_the_best_finished_grid_run_is_evaluated_as_grpo_at_0_before_the_grid_en
 def test_an_evaluation_s_estimate_counts_the_completion_tokens_of_its_comparisons(monkeypatch):
     monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx2"})
     everything = es_vs_grpo_time.evaluation_seconds()
-    assert es_vs_grpo_time.evaluation_estimate("countdown", "base") == pytest.approx(everything)
-    # The probe is in the 32-token and the greedy comparisons: n 16 x 32 + 1 x 32 tokens of 16 x 32 + 4 x 64 + 1 x 32.
+    # The estimate was measured on the first three (16 x 32 + 4 x 64 + 1 x 32 tokens); the curve's 256 x 32 tokens
+    # are sampled by vLLM, 2.5 times as fast.
+    curve = 256 * 32 / 2.5
+    assert es_vs_grpo_time.evaluation_estimate("countdown", "base") == pytest.approx(everything * (800 + curve) / 800)
+    # The probe is in the 32-token and the greedy comparisons only: n 16 x 32 + 1 x 32 tokens.
     assert es_vs_grpo_time.evaluation_estimate("countdown", "es:completions@0") == pytest.approx(everything * 544 / 800)
     assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:completions@0") == pytest.approx(
         es_vs_grpo_time.evaluation_seconds() * 256 / (256 + 256)  # 16 x 16 of 16 x 16 + 4 x 64
     )
     # es:wall's low-rank comparison reuses its main evaluation; a low-rank run samples that comparison only.
-    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1") == pytest.approx(everything)
+    synthetic_curve = 256 * 16 / 2.5
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1") == pytest.approx(
+        everything * (512 + synthetic_curve) / 512
+    )
     assert es_vs_grpo_time.evaluation_estimate("synthetic", "lowrank4:members@0") == pytest.approx(everything / 2)
 
 
@@ -328,9 +348,10 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monk
     assert [c.folder for c in es_vs_grpo.comparisons("synthetic")] == [
         "compare",
         "compare-64-tokens",
+        "compare-256",
         "compare-lowrank",
     ]
-    greedy = es_vs_grpo.comparisons("countdown")[-1]
+    greedy = next(c for c in es_vs_grpo.comparisons("countdown") if c.folder == "compare-greedy")
     command = es_vs_grpo.compare_command("countdown", greedy, ["grpo@1=runs/x"], Path("out"))
     flags = {command[i]: command[i + 1] for i in range(len(command) - 1) if command[i].startswith("--")}
     assert (flags["--n"], flags["--k"], flags["--temperature"], flags["--max-tokens"]) == ("1", "1", "0", "32")
@@ -338,7 +359,7 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monk
     assert "--temperature" not in sampled  # compare's default, 1.0: the committed evaluations' options unchanged
 
     commands = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", commands.append)
+    _record_commands(monkeypatch, commands)
     monkeypatch.setattr(es_vs_grpo, "publish_compare", lambda out, task: out)
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False)
     for comparison in es_vs_grpo.comparisons("countdown"):
@@ -349,6 +370,8 @@ def test_countdown_is_also_compared_greedily_on_held_out_problems(tmp_path, monk
         "countdown-greedy",
         "countdown-strict",
         "countdown-greedy-strict",
+        "countdown-256",
+        "countdown-256-strict",
     ]
 
 
@@ -385,7 +408,7 @@ def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path
     monkeypatch.setattr(es_vs_grpo, "grpo", finished_run)
     monkeypatch.setattr(es_vs_grpo, "es", finished_run)
     monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
-    monkeypatch.setattr(es_vs_grpo, "seedcast", evaluated.append)
+    _record_commands(monkeypatch, evaluated)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: compared.append(args))
     arguments = argparse.Namespace(task="countdown", until="compare", claims="claims.json")

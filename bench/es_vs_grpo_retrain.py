@@ -1,0 +1,82 @@
+"""GRPO runs trained again for a comparison that came after their weights were gone.
+
+A GRPO run's weights (540 MB) are not committed and do not outlive the session that made them; its evaluations
+for the comparisons that existed then are committed, and those comparisons keep judging the run through them. A
+comparison added later (the pass@k curve to k = 256) needs weights again: the bench trains the run again from the
+command it recorded (RUN/plan-command.json) into OUT/TASK/NAME~retrained, evaluates that run for the comparisons
+that lack the original's evaluation, and prints whether it reproduced the original's in-training greedy eval
+(GRPO on a CPU is seeded, but its float sums may run in another order). An ES run never needs this: its update log
+rebuilds its weights bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from seedcast.optimizer.run_kinds import run_kind
+from seedcast.studies.compare import ENTRY_FILE, Entry, entry_identity
+
+RETRAINED_SUFFIX = "~retrained"
+
+
+def retrained_dir(run_dir: Path) -> Path:
+    """Where a run trained again from its own command goes, beside the original."""
+    return run_dir.with_name(run_dir.name + RETRAINED_SUFFIX)
+
+
+def has_weights(run_dir: Path) -> bool:
+    """Whether a GRPO run's trained model is still on disk."""
+    return (run_dir / "model").is_dir()
+
+
+def evaluated(out: Path, label: str, run_dir: Path) -> bool:
+    """Whether comparison folder OUT holds LABEL's evaluation of exactly this run (compare's own cache record)."""
+    recorded = out / "evals" / label / ENTRY_FILE
+    if not recorded.is_file() or not (run_dir / "summary.json").is_file():
+        return False
+    entry = Entry(label=label, path=str(run_dir), kind=run_kind(run_dir))
+    return json.loads(recorded.read_text()).get("identity") == entry_identity(entry)
+
+
+def evaluated_run(out: Path, label: str, run_dir: Path | str) -> Path | str:
+    """The run a comparison measures for LABEL: the original if its evaluation is there (or can still be made,
+    its weights being here), else its retrained copy once that exists."""
+    if not isinstance(run_dir, Path) or evaluated(out, label, run_dir) or has_weights(run_dir):
+        return run_dir
+    again = retrained_dir(run_dir)
+    return again if (again / "summary.json").is_file() else run_dir
+
+
+def needs_retraining(out: Path, label: str, run_dir: Path) -> bool:
+    """A finished GRPO run of the bench (original or retrained) that comparison OUT lacks an evaluation of and
+    whose weights are gone."""
+    finished = (run_dir / "summary.json").is_file() and (run_dir / "plan-command.json").is_file()
+    return finished and not evaluated(out, label, run_dir) and not has_weights(run_dir)
+
+
+def recorded_command(run_dir: Path) -> tuple[str, list[str], list[str]]:
+    """The subcommand, options and overrides a run was made with (its plan-command.json, which the bench wrote
+    as `seedcast SUBCOMMAND OPTIONS --run-dir DIR --no-progress OVERRIDES`)."""
+    command = json.loads((run_dir / "plan-command.json").read_text())
+    at = command.index("--run-dir")
+    if command[at + 2] != "--no-progress":
+        raise ValueError(f"{run_dir}/plan-command.json is not a bench command: {command}")
+    return command[1], command[2:at], command[at + 3 :]
+
+
+def reproduction_note(original: Path, retrained: Path) -> str:
+    """One line: the original's and the retrained run's last in-training greedy eval, and whether they agree."""
+    first, again = _last_eval(original), _last_eval(retrained)
+    verdict = "reproduced" if first is not None and again is not None and abs(first - again) < 1e-9 else "differs"
+    return f"{retrained.name}: final in-training eval {_show(again)} against the original's {_show(first)}: {verdict}"
+
+
+def _last_eval(run_dir: Path) -> float | None:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    evals = [row["eval_reward"] for row in rows if row.get("eval_reward") is not None]
+    return evals[-1] if evals else None
+
+
+def _show(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4f}"

@@ -1,0 +1,125 @@
+"""bench/es_vs_grpo_retrain.py: a GRPO run whose weights are gone is trained again, from its recorded command, for a
+comparison that lacks its evaluation; the comparisons that have the original's keep it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+import es_vs_grpo  # noqa: E402
+import es_vs_grpo_retrain  # noqa: E402
+
+from seedcast.studies.compare import Entry, entry_identity  # noqa: E402
+
+
+def _grpo_run(run_dir: Path, eval_reward: float, weights: bool = False) -> Path:
+    """A finished GRPO run as the bench leaves it (its weights only while the session that made it lasts)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(f"seed: 1\n# {run_dir.name}\n")
+    (run_dir / "summary.json").write_text(json.dumps({"method": "grpo", "steps": 10, "wall_seconds": 900.0}))
+    (run_dir / "trl_log.jsonl").write_text("")
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"eval_reward": eval_reward}) + "\n")
+    command = ["seedcast", "grpo", "--config", "configs/synthetic-cpu.yaml", "--run-dir", str(run_dir)]
+    (run_dir / "plan-command.json").write_text(json.dumps([*command, "--no-progress", "grpo.steps=10", "seed=1"]))
+    if weights:
+        (run_dir / "model").mkdir()
+    return run_dir
+
+
+def _evaluated(comparison: Path, label: str, run_dir: Path) -> None:
+    folder = comparison / "evals" / label
+    folder.mkdir(parents=True)
+    identity = entry_identity(Entry(label=label, path=str(run_dir), kind="grpo"))
+    (folder / "entry.json").write_text(json.dumps({"path": str(run_dir), "identity": identity}))
+    (folder / "results.json").write_text("{}")
+
+
+def _bench(monkeypatch, tmp_path, dry_run: bool = False, task: str = "synthetic"):
+    plan = es_vs_grpo.Plan(task, tmp_path, dry_run=dry_run)
+    trained, commands = [], []
+
+    def run(name, subcommand, options, overrides, timed_against=(), estimate=0.0):
+        trained.append((name, subcommand, options, overrides))
+        if dry_run:
+            print(f"seedcast {subcommand} --run-dir {plan.folder / name}")
+        else:
+            _grpo_run(plan.folder / name, 0.5, weights=True)
+        return plan.folder / name
+
+    monkeypatch.setattr(plan, "run", run)
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command))
+    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    return plan, trained, commands
+
+
+def _measured(commands: list[list[str]]) -> dict[str, str]:
+    """Comparison folder -> the run its command evaluates."""
+    return {Path(c[c.index("--out") + 1]).name: c[1].split("=", 1)[1] for c in commands}
+
+
+def test_a_grpo_run_whose_weights_are_gone_is_trained_again_for_the_comparison_that_lacks_it(
+    tmp_path, monkeypatch, capsys
+):
+    plan, trained, commands = _bench(monkeypatch, tmp_path)
+    original = _grpo_run(plan.folder / "grpo@1", 0.5)
+    for folder in ("compare", "compare-64-tokens"):
+        _evaluated(plan.folder / folder, "grpo@1", original)
+    plan.evaluate("grpo@1", original)
+    again = plan.folder / "grpo@1~retrained"
+    assert trained == [
+        ("grpo@1~retrained", "grpo", ["--config", "configs/synthetic-cpu.yaml"], ["grpo.steps=10", "seed=1"])
+    ]
+    assert _measured(commands) == {
+        "compare": str(original),  # its cache of the original stands
+        "compare-64-tokens": str(original),
+        "compare-256": str(again),
+    }
+    assert "grpo@1~retrained: final in-training eval 0.5000 against the original's 0.5000: reproduced" in (
+        capsys.readouterr().out
+    )
+    # The final report of the curve compares the retrained run; the earlier comparisons the original.
+    compared = []
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: compared.append(command))
+    monkeypatch.setattr(es_vs_grpo, "publish_compare", lambda out, task: out)
+    for comparison in es_vs_grpo.comparisons("synthetic")[:3]:
+        es_vs_grpo.compare(plan, comparison, {"grpo@1": original}, "claims.json")
+    assert _measured(compared) == _measured(commands)
+
+
+def test_a_retrained_run_whose_weights_went_with_an_earlier_session_is_trained_again(tmp_path, monkeypatch):
+    plan, trained, commands = _bench(monkeypatch, tmp_path)
+    original = _grpo_run(plan.folder / "grpo@1", 0.5)
+    for folder in ("compare", "compare-64-tokens"):
+        _evaluated(plan.folder / folder, "grpo@1", original)
+    _grpo_run(plan.folder / "grpo@1~retrained", 0.25)  # finished, no model/: its evaluation was never made
+    plan.evaluate("grpo@1", original)
+    assert [name for name, *_ in trained] == ["grpo@1~retrained"]
+    assert _measured(commands)["compare-256"] == str(plan.folder / "grpo@1~retrained")
+
+
+def test_a_run_evaluated_everywhere_or_still_holding_its_weights_is_not_trained_again(tmp_path, monkeypatch):
+    plan, trained, commands = _bench(monkeypatch, tmp_path)
+    original = _grpo_run(plan.folder / "grpo@1", 0.5, weights=True)
+    plan.evaluate("grpo@1", original)
+    assert trained == [] and set(_measured(commands).values()) == {str(original)}
+
+
+def test_a_dry_run_prints_each_retraining_once(tmp_path, monkeypatch, capsys):
+    """Countdown's curve is judged under both rewards: two comparisons lack the run, one retraining serves both."""
+    plan, trained, commands = _bench(monkeypatch, tmp_path, dry_run=True, task="countdown")
+    original = _grpo_run(plan.folder / "grpo@1", 0.5)
+    plan.evaluate("grpo@1", original)
+    assert len(trained) == 1 and commands == []
+    assert capsys.readouterr().out.count("grpo@1~retrained") == 1
+
+
+def test_the_reproduction_note_says_when_the_retrained_run_differs(tmp_path):
+    original = _grpo_run(tmp_path / "grpo@2", 0.40625)
+    again = _grpo_run(tmp_path / "grpo@2~retrained", 0.375)
+    note = es_vs_grpo_retrain.reproduction_note(original, again)
+    assert note == "grpo@2~retrained: final in-training eval 0.3750 against the original's 0.4062: differs"
