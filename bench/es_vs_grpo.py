@@ -73,14 +73,7 @@ from es_vs_grpo_files import (
     restore,
     share_evaluation,
 )
-from es_vs_grpo_retrain import (
-    evaluated_run,
-    has_weights,
-    needs_retraining,
-    recorded_command,
-    reproduction_note,
-    retrained_dir,
-)
+from es_vs_grpo_retrain import evaluated_run, needs_retraining, retrain
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -168,7 +161,7 @@ class Plan:
                     share_evaluation(self.folder / comparison.reuses, out, label)
                 measured = evaluated_run(out, label, run_dir)
                 if not rebuildable and needs_retraining(out, label, measured):
-                    measured = self.retrain(Path(run_dir))
+                    measured = retrain(self, Path(run_dir))
                 if self.dry_run:
                     continue
                 labelled = [f"{label}={measured}"]
@@ -176,24 +169,6 @@ class Plan:
                     [*compare_command(self.task, comparison, labelled, out), "--evaluate-only"], python_for(comparison)
                 )
                 publish_evals(out, self.task, [label])
-
-    def retrain(self, run_dir: Path) -> Path:
-        """Train a GRPO run again from its recorded command (es_vs_grpo_retrain.py): a comparison made after its
-        weights were gone needs them."""
-        again = retrained_dir(run_dir)
-        if self.dry_run and again in self.retrained:
-            return again  # printed for an earlier comparison
-        self.retrained.add(again)
-        if (again / "summary.json").is_file() and not has_weights(again) and not self.dry_run:
-            shutil.rmtree(again)  # trained again in an earlier session, whose weights went with it
-        subcommand, options, overrides = recorded_command(run_dir)
-        steps = next((int(o.split("=")[1]) for o in overrides if o.startswith("grpo.steps=")), None)
-        steps = steps or TASKS[self.task]["grpo_steps"]
-        name = str(again.relative_to(self.folder))
-        self.run(name, subcommand, options, overrides, estimate=grpo_seconds(self.folder, steps))
-        if not self.dry_run:
-            print(f"# {reproduction_note(run_dir, again)}", flush=True)
-        return again
 
 
 def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:

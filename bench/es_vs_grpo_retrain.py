@@ -12,7 +12,11 @@ rebuilds its weights bit for bit.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+from es_vs_grpo_tasks import TASKS
+from es_vs_grpo_time import grpo_seconds
 
 from seedcast.optimizer.run_kinds import run_kind
 from seedcast.studies.compare import ENTRY_FILE, Entry, entry_identity
@@ -80,3 +84,23 @@ def _last_eval(run_dir: Path) -> float | None:
 
 def _show(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
+
+
+def retrain(plan, run_dir: Path) -> Path:
+    """Train a GRPO run again from its recorded command through `plan` (es_vs_grpo.Plan: its `run` skips a finished
+    run, prints every command and honours --stop-by), once per run even if several comparisons need it; returns
+    the retrained run's folder."""
+    again = retrained_dir(run_dir)
+    if plan.dry_run and again in plan.retrained:
+        return again  # printed for an earlier comparison
+    plan.retrained.add(again)
+    if (again / "summary.json").is_file() and not has_weights(again) and not plan.dry_run:
+        shutil.rmtree(again)  # trained again in an earlier session, whose weights went with it
+    subcommand, options, overrides = recorded_command(run_dir)
+    steps = next((int(o.split("=")[1]) for o in overrides if o.startswith("grpo.steps=")), None)
+    steps = steps or TASKS[plan.task]["grpo_steps"]
+    name = str(again.relative_to(plan.folder))
+    plan.run(name, subcommand, options, overrides, estimate=grpo_seconds(plan.folder, steps))
+    if not plan.dry_run:
+        print(f"# {reproduction_note(run_dir, again)}", flush=True)
+    return again
