@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from seedcast.inference_server.noise.kinds import LEGACY_NOISE_KIND
+from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.optimizer.config import ConfigError, TrainConfig
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.step import ESStep
@@ -159,9 +160,7 @@ class RunDirectory:
 
     def _write_config(self, config: TrainConfig) -> None:
         snapshot = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-        temporary = self.path / (CONFIG_FILE + ".tmp")
-        temporary.write_text(snapshot)
-        temporary.replace(self.path / CONFIG_FILE)  # never half-written
+        write_atomically(self.path / CONFIG_FILE, snapshot)
 
     def record_resolved_config(self, config: TrainConfig) -> None:
         """Replace the snapshot with `config`, whose `auto` settings are now resolved (e.g. es.noise); only
@@ -234,15 +233,11 @@ class RunDirectory:
     def truncate_metrics(self, iterations: int) -> None:
         """Keep metrics of the first `iterations` iterations only (on resume, after a crash)."""
         kept = [record for record in self.metrics() if record.iteration < iterations]
-        temporary = self.metrics_path.with_suffix(".tmp")
-        temporary.write_text("".join(json.dumps(record.to_row()) + "\n" for record in kept))
-        temporary.replace(self.metrics_path)
+        write_atomically(self.metrics_path, "".join(json.dumps(record.to_row()) + "\n" for record in kept))
 
     def write_summary(self, summary: RunSummary) -> None:
         """Write summary.json atomically (a reader never sees half a file)."""
-        temporary = self.path / (SUMMARY_FILE + ".tmp")
-        temporary.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
-        temporary.replace(self.path / SUMMARY_FILE)
+        write_atomically(self.path / SUMMARY_FILE, json.dumps(summary.to_json(), indent=2) + "\n")
 
     def summary(self) -> RunSummary | None:
         """The run's summary.json, or None while the run has not finished once."""

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank")
@@ -343,7 +344,5 @@ def write_claims(path: Path, task: str, entries: Sequence, ks: list[int], comman
     document = json.loads(path.read_text()) if path.is_file() else {"tasks": {}}
     document["tasks"][task] = part
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(document, indent=2) + "\n")
-    temporary.replace(path)
+    write_atomically(path, json.dumps(document, indent=2) + "\n")
     return part

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from seedcast.optimizer.atomic_file import write_atomically
+
 HEADER = (
     "# The ES papers' claims, checked\n\n"
     "Written by `seedcast compare --claims` from [claims.json](claims.json); do not edit. Intervals are 95% "
@@ -97,7 +99,5 @@ def render_claims(document: dict) -> str:
 def write_claims_report(claims_path: Path) -> Path:
     """Render claims.json at `claims_path` to the .md beside it (atomically); returns its path."""
     target = claims_path.with_suffix(".md")
-    temporary = target.with_suffix(".md.tmp")
-    temporary.write_text(render_claims(json.loads(claims_path.read_text())))
-    temporary.replace(target)
+    write_atomically(target, render_claims(json.loads(claims_path.read_text())))
     return target

@@ -20,6 +20,7 @@ import logging
 import os
 from pathlib import Path
 
+from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.eval")
@@ -109,11 +110,5 @@ class EvalProgress:
         self.path.unlink(missing_ok=True)
 
     def _write(self, done: dict[int, list[dict]]) -> None:
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with temporary.open("w") as handle:
-            handle.write(json.dumps(self.header) + "\n")
-            for call in sorted(done):
-                handle.write(json.dumps({"call": call, "problems": done[call]}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        temporary.replace(self.path)
+        lines = [json.dumps(self.header), *(json.dumps({"call": c, "problems": done[c]}) for c in sorted(done))]
+        write_atomically(self.path, "".join(line + "\n" for line in lines), durable=True)

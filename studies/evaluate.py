@@ -28,6 +28,7 @@ from seedcast.evaluators.answers import last_boxed, last_number
 from seedcast.evaluators.base import Problem
 from seedcast.evaluators.datasets import DatasetError, load_problems
 from seedcast.evaluators.tasks import problem_key
+from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.optimizer.config import TrainConfig
 from seedcast.optimizer.config_files import load_config
 from seedcast.optimizer.es.seeds import derive_seed
@@ -347,8 +348,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     hacked = stated_wrong_result_rate(rows, evaluator)
     if hacked is not None:
         results["stated_wrong_result_rate"] = hacked
-    (out_dir / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")  # last: marks it complete
+    write_atomically(out_dir / "samples.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    write_atomically(out_dir / "results.json", json.dumps(results, indent=2) + "\n")  # last: marks it complete
     progress.finish()
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")
     report_eval(config, results, out_dir)

@@ -18,6 +18,7 @@ from pathlib import Path
 from seedcast.evaluators.base import ScoredSample
 from seedcast.evaluators.registry import BUILTIN_EVALUATORS, load_evaluator
 from seedcast.evaluators.tasks import default_instruction
+from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.studies.evaluate import EvalOptions, ProblemOutcome, final_answer, summarize
 from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
@@ -77,12 +78,6 @@ def rescore(folder: Path, evaluator: str) -> dict:
     hacked = stated_wrong_result_rate(records, evaluator)
     if hacked is not None:
         results["stated_wrong_result_rate"] = hacked
-    _write(folder / SAMPLES_FILE, "".join(json.dumps(record) + "\n" for record in records))
-    _write(folder / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
+    write_atomically(folder / SAMPLES_FILE, "".join(json.dumps(record) + "\n" for record in records))
+    write_atomically(folder / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results
-
-
-def _write(path: Path, text: str) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
