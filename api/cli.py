@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass@k, entropy and diversity of a model",
         description=(
             "Sample n completions per problem through inference servers and report pass@k (unbiased estimator, "
-            "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation."
+            "bootstrap 95%% intervals), mean token entropy, distinct answers per problem, length and truncation. "
+            "Resumable: run the same command again after an interruption and only the missing calls are sampled."
         ),
     )
     evaluate.add_argument(
@@ -166,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Compare models (base, ES, GRPO...) on the same problems and samples budget. Each entry is "
             "[LABEL=]PATH: an eval folder (reused), an ES run, a GRPO run, a model folder or a model spec (evaluated "
             "here, cached in OUT/evals/LABEL). Paired differences are against the first entry. Writes OUT/report.md, "
-            "compare.json, pass_at_k.png, reward_curves.png and geometry.png."
+            "compare.json, pass_at_k.png, reward_curves.png and geometry.png. An evaluation cut off resumes where it "
+            "stopped when the same command runs again."
         ),
     )
     compare.add_argument(
