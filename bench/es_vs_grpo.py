@@ -250,11 +250,11 @@ def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], 
     """`seedcast compare` of the comparison's entries on the task's held-out problems, writing its claims (if it
     has a part of the claims file)."""
     out = plan.folder / comparison.folder
-    labelled = [
-        f"{label}={evaluated_run(out, label, path)}" for label, path in entries.items() if comparison.includes(label)
-    ]
     for label in entries if comparison.reuses else ():
         share_evaluation(plan.folder / comparison.reuses, out, label)
+    labelled = [  # a GRPO run trained again for this comparison is compared as itself
+        f"{label}={evaluated_run(out, label, path)}" for label, path in entries.items() if comparison.includes(label)
+    ]
     claimed = comparison.claims_suffix is not None
     claims_args = ["--claims", claims, "--claims-task", f"{plan.task}{comparison.claims_suffix}"] if claimed else []
     seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args], python_for(comparison))
