@@ -5,16 +5,15 @@ Every Sample call's sampling seed comes from its position in the evaluation (`ev
 answers do not depend on when, or on which server, it ran: the calls kept from before and those made now form
 the same evaluation as one uninterrupted run (tests/studies/test_eval_resume.py checks it sample for sample).
 
-The file's first line records what the samples were drawn with: a digest of the weights, the problems, the
-options, the evaluator, the instruction, the backend and the dtype. A file recorded for anything else is set
-aside as partial.stale.jsonl, never mixed in. Each finished call is appended as one line and flushed to disk; a
-line cut off mid-write (the process killed) is dropped, and the file rewritten without it, on the next start.
-The file is removed once results.json and samples.jsonl are written.
+The file's first line records what the samples were drawn with: the server's fingerprint of the weights, the
+problems, the options, the evaluator, the instruction, the backend and the dtype. A file recorded for anything
+else is set aside as partial.stale.jsonl, never mixed in. Each finished call is appended as one line and flushed
+to disk; a line cut off mid-write (the process killed) is dropped, and the file rewritten without it, on the
+next start. The file is removed once results.json and samples.jsonl are written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,25 +25,6 @@ from seedcast.proto import seedcast_pb2 as pb
 log = logging.getLogger("seedcast.eval")
 PARTIAL_FILE = "partial.jsonl"
 STALE_FILE = "partial.stale.jsonl"
-
-
-def weights_digest(model: str) -> str:
-    """What names the weights an evaluation samples from: a digest of the files' contents for a local model
-    (a folder, or one file such as a GGUF), so weights rebuilt bit for bit (an ES run exported again from its
-    update log) still match, and any other weights at the same path do not; else the spec itself (a hub id or
-    the bundled alias, which name fixed weights)."""
-    path = Path(model)
-    if not path.exists():
-        return f"spec:{model}"
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    digest = hashlib.sha256()
-    for file in files:
-        name = file.relative_to(path) if path.is_dir() else file.name
-        digest.update(f"{name}\0{file.stat().st_size}\0".encode())
-        with file.open("rb") as handle:
-            while chunk := handle.read(1 << 24):
-                digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
 
 
 def problem_records(reply: pb.SampleReply) -> list[dict]:

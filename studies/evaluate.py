@@ -39,7 +39,7 @@ from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
-from seedcast.studies.eval_resume import EvalProgress, problem_records, weights_digest
+from seedcast.studies.eval_resume import EvalProgress, problem_records
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
@@ -292,7 +292,6 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
             )
         )
     header = {
-        "weights": weights_digest(config.model.name),
         "evaluator": evaluator,
         "instruction": instruction,
         "dataset": dataset_record(config),
@@ -303,7 +302,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         await fleet.start([])
         state = await fleet.active[0].state()  # what the samples were drawn with: a paired comparison needs one
         inference = {"backend": state.backend, "device": state.device, "dtype": state.dtype}
-        progress = EvalProgress(out_dir, {**header, "inference": inference})
+        # The server's fingerprint of the weights it loaded names them (no second read of the files).
+        progress = EvalProgress(out_dir, {**header, "weights": state.weights_fingerprint, "inference": inference})
         done = progress.load()
         pending = [index for index in range(len(requests)) if index not in done]
 
