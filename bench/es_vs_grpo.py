@@ -82,6 +82,7 @@ from es_vs_grpo_tasks import (
     TASKS,
     Comparison,
     compare_command,
+    comparison_names,
     comparisons,
     lowrank_options,
     python_for,
@@ -110,10 +111,16 @@ class Plan:
     """The runs of one task under OUT/TASK; `run` skips finished ones and prints every command."""
 
     def __init__(
-        self, task: str, out: Path, dry_run: bool, stop_by: float | None = None, runs_first: bool = False
+        self,
+        task: str,
+        out: Path,
+        dry_run: bool,
+        stop_by: float | None = None,
+        runs_first: bool = False,
+        only: tuple[str, ...] = (),
     ) -> None:
         self.task, self.folder, self.dry_run, self.stop_by = task, out / task, dry_run, stop_by
-        self.runs_first = runs_first
+        self.runs_first, self.only, self.comparisons = runs_first, only, comparisons(task, only)
         self.retrained: set[Path] = set()  # GRPO runs trained again (es_vs_grpo_retrain.py)
         self.task_overrides = TASKS[task]["overrides"]
 
@@ -151,10 +158,11 @@ class Plan:
         if rebuildable and self.runs_first:
             print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
             return
-        if rebuildable and self.stop_by and time.time() + evaluation_estimate(self.task, label) > self.stop_by:
+        ends = time.time() + evaluation_estimate(self.task, label, self.only)
+        if rebuildable and self.stop_by and ends > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
-        for comparison in comparisons(self.task):
+        for comparison in self.comparisons:
             if comparison.includes(label):
                 out = self.folder / comparison.folder
                 if comparison.reuses:
@@ -285,8 +293,16 @@ def main() -> None:
         "comparisons, to an invocation without this flag, so the session's time goes to runs first: a timed run "
         "needs the machine alone, an evaluation can share it (with tests, say)",
     )
+    parser.add_argument(
+        "--comparisons",
+        default="",
+        metavar="NAME,...",
+        help="make only these comparisons (folder names, e.g. compare-lowrank) and only their evaluations; the "
+        "runs are made as usual. Default: every comparison of the task",
+    )
     args = parser.parse_args()
-    plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by, args.runs_first)
+    only = comparison_names(args.task, args.comparisons) if args.comparisons else ()
+    plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by, args.runs_first, only)
     try:
         run_plan(plan, args)
     except OutOfTime as stopped:
@@ -376,7 +392,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
     entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs})
-    for comparison in comparisons(args.task):
+    for comparison in plan.comparisons:
         compare(plan, comparison, entries, args.claims)
 
 

@@ -171,9 +171,20 @@ def lowrank_options(rank: int) -> tuple[str, ...]:
     return ("es.perturbation=lowrank", f"es.rank={rank}", f"fleet.members_per_batch={LOWRANK_MEMBERS_PER_BATCH}")
 
 
-def comparisons(task: str) -> tuple[Comparison, ...]:
-    """The comparisons the bench makes on `task`."""
-    return tuple(c for c in COMPARISONS if c.applies_to(task))
+def comparisons(task: str, only: tuple[str, ...] = ()) -> tuple[Comparison, ...]:
+    """The comparisons the bench makes on `task`; with `only`, just those named (their folder names)."""
+    return tuple(c for c in COMPARISONS if c.applies_to(task) and (not only or c.folder in only))
+
+
+def comparison_names(task: str, listed: str) -> tuple[str, ...]:
+    """The comparisons named in `listed` (comma-separated folder names), each checked against the task's: an
+    unknown or misspelt name stops the bench before anything runs, with the names there are."""
+    names = tuple(name.strip() for name in listed.split(",") if name.strip())
+    known = [c.folder for c in comparisons(task)]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise SystemExit(f"--comparisons {listed!r}: {task} has no {', '.join(unknown) or 'names'}; it has {known}")
+    return names
 
 
 def compare_command(task: str, comparison: Comparison, entries: list[str], out: Path) -> list[str]:

@@ -55,15 +55,17 @@ CALIBRATED = ("compare", "compare-64-tokens", "compare-greedy")
 BACKEND_SPEED = {"hf": 1.0, "vllm": 2.5}  # sampling speed relative to hf on these CPUs (docs/vllm.md)
 
 
-def evaluation_estimate(task: str, label: str) -> float:
+def evaluation_estimate(task: str, label: str, only: tuple[str, ...] = ()) -> float:
     """How long evaluating `label` takes: the machine's estimate for the calibrated comparisons, in proportion to
-    the completion tokens each of `label`'s comparisons samples (n x tokens: Countdown's first is 512 of 800) and
-    to its backend's speed. An evaluation a comparison reuses from another (`reuses`) costs nothing again."""
+    the completion tokens each of `label`'s comparisons (those named in `only`, if any) samples (n x tokens:
+    Countdown's first is 512 of 800) and to its backend's speed. An evaluation a comparison reuses from another
+    (`reuses`) costs nothing again."""
     tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
     by_folder = {c.folder: c for c in tokens}
 
     def sampled(c) -> bool:
-        return c.includes(label) and not (c.reuses and by_folder[c.reuses].includes(label))
+        reused = c.reuses and by_folder[c.reuses].includes(label)
+        return c.includes(label) and not reused and (not only or c.folder in only)
 
     calibrated = sum(n for c, n in tokens.items() if c.folder in CALIBRATED)
     work = sum(n / BACKEND_SPEED[c.backend] for c, n in tokens.items() if sampled(c))

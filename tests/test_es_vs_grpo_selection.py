@@ -1,0 +1,63 @@
+"""bench/es_vs_grpo.py --comparisons: a session makes only the comparisons it names, and nothing the others need
+(their evaluations, or a GRPO run trained again for a comparison left out)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+import es_vs_grpo  # noqa: E402
+import es_vs_grpo_time  # noqa: E402
+
+
+def _grpo_run_without_weights(run_dir: Path) -> Path:
+    """A GRPO run made in an earlier session: its files but not its weights."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps({"method": "grpo", "steps": 10, "wall_seconds": 900.0}))
+    command = ["seedcast", "grpo", "--config", "configs/synthetic-cpu.yaml", "--run-dir", str(run_dir)]
+    (run_dir / "plan-command.json").write_text(json.dumps([*command, "--no-progress", "grpo.steps=10", "seed=1"]))
+    return run_dir
+
+
+def _recording_plan(monkeypatch, tmp_path: Path, only: tuple[str, ...]):
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False, only=only)
+    commands, trained = [], []
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command))
+    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(plan, "run", lambda name, *args, **kwargs: trained.append(name))
+    return plan, commands, trained
+
+
+def test_only_the_named_comparisons_evaluate_and_no_grpo_run_is_trained_again_for_another(tmp_path, monkeypatch):
+    plan, commands, trained = _recording_plan(monkeypatch, tmp_path, ("compare-lowrank",))
+    gone = _grpo_run_without_weights(tmp_path / "old" / "grpo@1")  # its weights are gone: compare-256 would retrain it
+    plan.evaluate("grpo@1", gone)
+    assert commands == [] and trained == []
+    plan.evaluate("lowrank4:members@1", tmp_path / "lowrank", rebuildable=True)
+    outs = [command[command.index("--out") + 1] for command in commands]
+    assert outs == [str(plan.folder / "compare-lowrank")] and trained == []
+    everything, _, _ = _recording_plan(monkeypatch, tmp_path, ())
+    assert len(everything.comparisons) > len(plan.comparisons) == 1
+
+
+def test_a_misspelt_comparison_stops_the_bench_with_the_task_s_names():
+    assert es_vs_grpo.comparison_names("synthetic", "compare-lowrank, compare") == ("compare-lowrank", "compare")
+    with pytest.raises(SystemExit, match="no compare-lowrnk; it has .*'compare-lowrank'"):
+        es_vs_grpo.comparison_names("synthetic", "compare-lowrank,compare-lowrnk")
+    with pytest.raises(SystemExit, match="no compare-greedy"):  # Countdown's only
+        es_vs_grpo.comparison_names("synthetic", "compare-greedy")
+
+
+def test_the_evaluation_estimate_counts_only_the_named_comparisons(monkeypatch):
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: {"isa": "avx2"})
+    every = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@0")
+    main_only = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@0", ("compare",))
+    reused = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@0", ("compare-lowrank",))
+    assert every > main_only > 0 and reused == 0  # compare-lowrank reuses the main comparison's evaluation
