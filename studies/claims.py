@@ -1,7 +1,8 @@
 """The ES papers' claims, checked on one task's `seedcast compare` entries: claims.json, never by hand.
 
 Entries are named `METHOD[:BUDGET][@SEED]`, e.g. `base`, `grpo@0`, `es:wall@1`, `es:completions@0`,
-`hybrid@0`, `lowrank1:members@0`, with METHOD one of base, es, grpo, hybrid, format or lowrankR (ES with rank-R
+`hybrid@0`, `lowrank1:members@0`, `coverage:wall@0`, with METHOD one of base, es, grpo, hybrid, format, coverage
+(ES whose fitness is pass@k, `es.fitness=pass_at_k`: an ES group in every ES claim) or lowrankR (ES with rank-R
 members, `es.perturbation=lowrank es.rank=R`) and BUDGET `completions` (the same number of generated
 completions as GRPO), `wall` (the same wall time) or `members` (the same population and iterations as the
 full-rank `es:wall` runs). Several seeds of one METHOD:BUDGET form a
@@ -22,7 +23,10 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
   report about 40×);
 - `lowrank_learns_as_well_as_full_rank` (Sarkar et al. 2025): low-rank ES's pass@1 and pass@k at the largest
   k are not below full-rank ES's (`es:wall`) at the same members (each interval of low-rank − full rank
-  reaches 0 or lies above it).
+  reaches 0 or lies above it);
+- `coverage_fitness_raises_large_k`: ES that optimises pass@k (`coverage:wall`) has a higher pass@k at the
+  largest k than ES that optimises accuracy at the same wall time (`es:wall`; the interval of coverage − accuracy
+  lies above 0). Not judged when only k = 1 was measured.
 
 Each gets `reproduced`, `not reproduced` or `mixed` (the budgets or k disagree, or the point estimate is
 on the claim's side with an interval that reaches 0), with the numbers behind it.
@@ -40,10 +44,12 @@ from pathlib import Path
 from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
-METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank")
+METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank", "coverage")
+ES_METHODS = ("es", "coverage")  # the groups the ES-vs-GRPO claims judge
 RANKED_METHODS = ("lowrank",)  # written with their rank: lowrank1, lowrank4
 BUDGETS = ("completions", "wall", "members")
 FULL_RANK_REFERENCE = "es:wall"  # what low-rank runs at equal members are judged against
+ACCURACY_REFERENCE = "es:wall"  # what ES optimising pass@k is judged against, at the same wall time
 _LABEL = re.compile(r"^(?P<method>[a-z]+)(?P<rank>[0-9]+)?(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
 L2_RATIO_REPRODUCED = 10.0
 REPRODUCED, NOT_REPRODUCED, MIXED = "reproduced", "not reproduced", "mixed"
@@ -165,7 +171,7 @@ def crossover(grpo: Group, es: Group, k_max: int) -> dict:
 
 
 def _es_groups(groups: dict[str, Group]) -> list[Group]:
-    return [g for g in groups.values() if g.method == "es"]
+    return [g for g in groups.values() if g.method in ES_METHODS]
 
 
 def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
@@ -230,9 +236,7 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                 "runs": sorted(hybrid.labels + grpo.labels),
             }
         )
-    lowrank = lowrank_claim(groups, k_max)
-    if lowrank:
-        claims.append(lowrank)
+    claims.extend(claim for claim in (lowrank_claim(groups, k_max), coverage_claim(groups, k_max)) if claim)
     if grpo and grpo.relative_l2 and any(es.relative_l2 for es in es_groups):
         ratios = {
             es.name: statistics.fmean(es.relative_l2) / statistics.fmean(grpo.relative_l2)
@@ -271,6 +275,28 @@ def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
         "numbers": numbers,
         "verdict": _verdict(list(numbers.values()), tolerate_zero=True),
         "runs": sorted(full.labels + [label for group in lowrank for label in group.labels]),
+    }
+
+
+def coverage_claim(groups: dict[str, Group], k_max: int) -> dict | None:
+    """ES optimising pass@k against ES optimising accuracy, at the largest k (None without both, or k_max = 1);
+    pass@1 is reported beside it (what coverage may cost), not judged."""
+    accuracy = groups.get(ACCURACY_REFERENCE)
+    coverage = [g for g in groups.values() if g.method == "coverage"]
+    if not accuracy or not coverage or k_max == 1:
+        return None
+    numbers = {
+        f"{g.name} − {accuracy.name}, pass@{k_max}": difference(accuracy.pass_at(k_max), g.pass_at(k_max))
+        for g in coverage
+    }
+    return {
+        "claim": "coverage_fitness_raises_large_k",
+        "k": k_max,
+        "difference": "coverage ES − accuracy ES, pass@k",
+        "numbers": numbers,
+        "verdict": _verdict(list(numbers.values())),
+        "at_pass_at_1": {g.name: difference(accuracy.pass_at(1), g.pass_at(1)) for g in coverage},
+        "runs": sorted(accuracy.labels + [label for g in coverage for label in g.labels]),
     }
 
 

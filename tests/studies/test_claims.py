@@ -214,3 +214,27 @@ def test_how_often_answers_state_a_wrong_result_is_shown_per_method_where_measur
     write_claims(path, "synthetic", [_entry("base", 0.05), _entry("grpo@0", 0.3)], [1, 16], "seedcast compare ...")
     synthetic = json.loads(path.read_text())["tasks"]["synthetic"]["rows"]
     assert all("stated_wrong_result_rate" not in row for row in synthetic)  # no stated result to check
+
+
+def test_coverage_es_is_judged_against_accuracy_es_at_the_largest_k_and_counts_as_es_against_grpo():
+    """ES optimising pass@k (`coverage:wall`) right now and then on every problem; ES optimising accuracy always right
+    on the same 24 problems: coverage wins at k = 16 and may lose at k = 1, which is reported, not judged."""
+    rng = random.Random(3)
+    accuracy = _fixed_entry("es:wall@0", [[problem < 24] * SAMPLES for problem in range(PROBLEMS)])
+    coverage = _fixed_entry("coverage:wall@0", [[rng.random() < 0.2 for _ in range(SAMPLES)] for _ in range(PROBLEMS)])
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries([accuracy, coverage]), k_max=SAMPLES)}
+    raised = claims["coverage_fitness_raises_large_k"]
+    assert raised["verdict"] == REPRODUCED and raised["k"] == SAMPLES
+    assert set(raised["numbers"]) == {f"coverage:wall − es:wall, pass@{SAMPLES}"}
+    assert raised["at_pass_at_1"]["coverage:wall"]["mean"] < 0  # coverage cost pass@1 here
+    assert raised["runs"] == ["coverage:wall@0", "es:wall@0"]
+    reversed_roles = [
+        _fixed_entry("es:wall@0", coverage.per_problem_correct),
+        _fixed_entry("coverage:wall@0", accuracy.per_problem_correct),
+    ]
+    assert _verdicts(reversed_roles)["coverage_fitness_raises_large_k"] == NOT_REPRODUCED
+    greedy = evaluate_claims(group_entries([accuracy, coverage]), k_max=1)
+    assert "coverage_fitness_raises_large_k" not in {c["claim"] for c in greedy}
+    grpo = _fixed_entry("grpo@0", [[problem < 30] * SAMPLES for problem in range(PROBLEMS)])
+    against_grpo = {c["claim"]: c for c in evaluate_claims(group_entries([grpo, coverage]), k_max=SAMPLES)}
+    assert set(against_grpo["es_beats_grpo_at_large_k"]["crossover"]) == {"coverage:wall"}
