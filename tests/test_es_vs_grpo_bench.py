@@ -371,6 +371,7 @@ def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path
     _record_commands(monkeypatch, evaluated)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: compared.append(args))
+    monkeypatch.setattr(es_vs_grpo, "coverage_stage", lambda *args: {})  # tests/test_es_vs_grpo_coverage.py
     arguments = argparse.Namespace(task="countdown", until="compare", claims="claims.json")
     es_vs_grpo.run_plan(es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, runs_first=True), arguments)
     assert compared == [] and "without --runs-first" in capsys.readouterr().out

@@ -1,0 +1,107 @@
+"""bench/es_vs_grpo_coverage.py: coverage ES (pass@k fitness) at GRPO's wall time, its k chosen on the in-training
+eval set, its budget timed only on this kind of machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+import es_vs_grpo  # noqa: E402
+import es_vs_grpo_coverage as coverage  # noqa: E402
+
+from seedcast.optimizer.config_files import load_config  # noqa: E402
+from seedcast.optimizer.machine import machine_kind  # noqa: E402
+
+ELSEWHERE = {"cpu": "Another CPU", "cores": 64, "isa": "amx_bf16", "gpu": None}
+
+
+def _finished(run_dir: Path, wall: float, machine: dict | None, steps: int = 10) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"wall_seconds": wall, "steps": steps, "wall_seconds_this_session": wall + 20.0}
+    (run_dir / "summary.json").write_text(json.dumps({**record, **({"machine": machine} if machine else {})}))
+    return run_dir
+
+
+def _maker(folder: Path, made: list, wall: float = 100.0, steps: int = 5):
+    """The bench's `es` as the stage calls it: records each run and leaves a finished one timed on this machine."""
+
+    def make_es(name, iterations, seed, extra=(), timed_against=()):
+        made.append((name, iterations, seed, tuple(extra), [p.name for p in timed_against]))
+        return _finished(folder / name, wall, machine_kind(), steps)
+
+    return make_es
+
+
+def test_a_coverage_member_makes_es_best_s_completions_and_its_config_is_valid():
+    best = load_config("configs/es-best.yaml")
+    for k in coverage.COVERAGE_KS:
+        config = load_config("configs/es-best.yaml", list(coverage.coverage_options(k)))
+        assert config.es.fitness == "pass_at_k" and config.es.fitness_k == k <= config.sampling.samples_per_prompt
+        assert config.batch_size * config.sampling.samples_per_prompt == best.batch_size  # completions a member
+        assert config.sampling.temperature == 1.0
+
+
+def test_the_budget_comes_from_runs_timed_here_or_from_grpo_and_the_probe_made_again_here(tmp_path, monkeypatch):
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    grpo = [_finished(plan.folder / f"grpo@{s}", 1000.0 + 100 * s, machine_kind()) for s in range(3)]
+    probe = _finished(plan.folder / "es:completions@0", 50.0, machine_kind(), steps=5)
+    made = []
+    timed, wall, pace = coverage.wall_reference(plan, _maker(plan.folder, made), grpo, probe)
+    assert timed == [*grpo, probe] and wall == 1100.0 and pace["wall_seconds"] == 50.0 and made == []
+    unrecorded = [_finished(plan.folder / f"old@{s}", 1500.0, None) for s in range(2)]
+    retrained = [_finished(plan.folder / f"old@{s}~retrained", 900.0 + s, machine_kind()) for s in range(2)]
+    timed, wall, pace = coverage.wall_reference(plan, _maker(plan.folder, made, wall=80.0), unrecorded, probe)
+    assert timed == [*retrained, plan.folder / coverage.RETIMED_PROBE] and wall == 900.5 and pace["wall_seconds"] == 80
+    assert made == [(coverage.RETIMED_PROBE, 5, 0, (), ["old@0~retrained", "old@1~retrained"])]
+    elsewhere = [_finished(plan.folder / "far", 1500.0, ELSEWHERE)]
+    trained = []
+    monkeypatch.setattr(coverage, "retrain", lambda plan, run: trained.append(run.name) or plan.folder / "later")
+    _, _, pace = coverage.wall_reference(plan, _maker(plan.folder, []), elsewhere, probe)
+    assert trained == ["far"] and pace == {}  # GRPO is trained again first; the budget waits for it
+
+
+def test_k_is_the_candidate_with_the_best_pass_at_16_on_the_in_training_eval_set(tmp_path):
+    for k, score in ((2, 0.61), (8, 0.66), (4, 0.66)):
+        folder = tmp_path / "evals" / f"coverage:wall@k{k}"
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps({"pass_at_k": {"16": {"mean": score}}}))
+    labels = {k: f"coverage:wall@k{k}" for k in (2, 8, 4)}
+    assert coverage.chosen_k(tmp_path, labels) == (4, {2: 0.61, 8: 0.66, 4: 0.66})  # a tie: the smaller k
+
+
+def test_the_stage_samples_its_candidates_off_the_held_out_stream_then_makes_seeds_1_and_2_at_the_chosen_k(
+    tmp_path, monkeypatch
+):
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    grpo = [_finished(plan.folder / f"grpo@{s}", 1000.0, machine_kind()) for s in range(3)]
+    probe = _finished(plan.folder / "es:completions@0", 50.0, machine_kind(), steps=5)
+    monkeypatch.setattr(coverage, "publish_evals", lambda *args: None)
+    evaluated, sampled, made = [], [], []
+    monkeypatch.setattr(plan, "evaluate", lambda label, run, rebuildable=False: evaluated.append((label, run.name)))
+
+    def sample(command):
+        sampled.append(command)
+        label = command[1].split("=")[0]
+        folder = Path(command[command.index("--out") + 1]) / "evals" / label
+        folder.mkdir(parents=True)
+        score = 0.7 if label.endswith("k8") else 0.5
+        (folder / "results.json").write_text(json.dumps({"pass_at_k": {"16": {"mean": score}}}))
+
+    runs = coverage.coverage_stage(plan, _maker(plan.folder, made), sample, grpo, probe)
+    assert all(c[c.index("--seed") + 1] == "1000003" and "--exclude-training-seeds" not in c for c in sampled)
+    assert len(sampled) == len(coverage.COVERAGE_KS) and all("--evaluate-only" in c for c in sampled)
+    assert runs == {
+        "coverage:wall@0": plan.folder / "coverage/k8",
+        "coverage:wall@1": plan.folder / "coverage:wall@1",
+        "coverage:wall@2": plan.folder / "coverage:wall@2",
+    }
+    iterations = es_vs_grpo.iterations_for_wall(1000.0, json.loads((probe / "summary.json").read_text()))
+    assert [m[:4] for m in made[-2:]] == [
+        (f"coverage:wall@{s}", iterations, s, coverage.coverage_options(8)) for s in (1, 2)
+    ]
+    assert sorted(label for label, _ in evaluated) == sorted(runs)
+    assert es_vs_grpo.comparisons("synthetic")[0].includes("coverage:wall@1")  # judged with everything else
