@@ -23,7 +23,8 @@ settings, e.g. another wall-time budget, is made again):
 7. `lowrank` (the arithmetic task): ES-best with low-rank members (`es.perturbation=lowrank`, rank 1 then 4, seeds
    0, 1, 2) at es:wall's population and iterations, the whole population in one batched generation: does low-rank
    ES learn as well as full rank at equal members? Its runs are judged in their own comparison (below), which
-   reuses the main comparison's evaluations of es:wall.
+   reuses the main comparison's evaluations of es:wall. Then rank 1 at GRPO's wall time with the largest population
+   batching makes affordable here, if any above 16 (`lowrank1:wall`; bench/es_vs_grpo_lowrank_wall.py).
 8. `coverage`: ES optimising pass@k (`es.fitness=pass_at_k`) at GRPO's wall time, k chosen on seed 0's in-training
    eval set, seeds 0, 1, 2 (`coverage:wall`; bench/es_vs_grpo_coverage.py).
 9. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
@@ -77,6 +78,7 @@ from es_vs_grpo_files import (
     restore,
     share_evaluation,
 )
+from es_vs_grpo_lowrank_wall import lowrank_wall_stage
 from es_vs_grpo_retrain import evaluated_run, needs_retraining, retrain
 from es_vs_grpo_tasks import (
     BASE_MODEL,
@@ -374,6 +376,8 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             label = f"lowrank{rank}:members@{seed}"
             lowrank_runs[label] = es(plan, label, wall_iterations, seed, lowrank_options(rank))
             plan.evaluate(label, lowrank_runs[label], rebuildable=True)
+    if TASKS[args.task]["lowrank_ranks"]:  # then at GRPO's wall time, with the largest population affordable here
+        lowrank_runs.update(lowrank_wall_stage(plan, partial(es, plan), list(grpo_runs.values()), probe))
     if "coverage" not in stages:
         return
     coverage_runs = coverage_stage(plan, partial(es, plan), lambda c: seedcast(c), list(grpo_runs.values()), probe)

@@ -12,10 +12,7 @@ eval set (the problems its own eval reward was measured on, never the held-out s
 with the highest pass@16 there is coverage's k (a tie goes to the smaller k). That run is `coverage:wall@0`, as
 GRPO's grid leader is grpo@0, and seeds 1 and 2 are trained at its k.
 
-Wall time is matched only on the machine it was measured on. Where the task's GRPO runs and probe predate machine
-records, or were timed on another kind of machine, the budget comes from GRPO trained again here from each run's
-recorded command (`NAME~retrained`, the runs the pass@k curve to 256 measures) and from the probe made again here
-(`es:completions@0~retimed`).
+Wall time is matched only on the machine it was measured on (es_vs_grpo_reference.py).
 """
 
 from __future__ import annotations
@@ -25,12 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from es_vs_grpo_files import publish_evals
-from es_vs_grpo_retrain import retrain, retrained_dir
-from es_vs_grpo_tasks import SEEDS, Comparison, compare_command, probe_iterations
-from es_vs_grpo_time import PROBE, iterations_for_wall, summary
+from es_vs_grpo_reference import wall_reference
+from es_vs_grpo_tasks import SEEDS, Comparison, compare_command
+from es_vs_grpo_time import iterations_for_wall
 
 from seedcast.optimizer.eval_set import EVAL_SEED_OFFSET
-from seedcast.optimizer.machine import machine_kind
 
 COVERAGE_SAMPLES, COVERAGE_PROMPTS = 8, 4  # 32 completions a member, as ES-best's 32 greedy prompts
 COVERAGE_KS = (2, 8)  # the candidates for es.fitness_k, each estimated from the member's 8 samples of a prompt
@@ -39,7 +35,6 @@ SELECTION_K = 16
 SELECTION = Comparison(
     "coverage-selection", None, None, SELECTION_K, ("coverage:wall",), seed=EVAL_SEED_OFFSET, limit=96, held_out=False
 )
-RETIMED_PROBE = PROBE + "~retimed"
 
 
 def coverage_options(k: int) -> tuple[str, ...]:
@@ -51,28 +46,6 @@ def coverage_options(k: int) -> tuple[str, ...]:
         "sampling.temperature=1.0",
         f"batch_size={COVERAGE_PROMPTS}",
     )
-
-
-def wall_reference(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) -> tuple[list[Path], float, dict]:
-    """The runs a new wall-matched run is timed against, GRPO's mean wall seconds and the summary whose seconds per
-    iteration set ES's pace: the task's GRPO runs and probe where all of them recorded this kind of machine, else
-    GRPO trained again here and the probe made again here (a finished retrained run serves, weights or not). Empty
-    while those are still to be made (a dry run prints them)."""
-    here = machine_kind()
-    if all(summary(run).get("machine") == here for run in [*grpo_runs, probe]):
-        timed, pace = list(grpo_runs), probe
-    else:
-        timed = []
-        for run in grpo_runs:
-            again = retrained_dir(run)
-            timed.append(again if (again / "summary.json").is_file() else retrain(plan, run))
-        if any(not summary(run) for run in timed):
-            return timed, 0.0, {}
-        pace = make_es(RETIMED_PROBE, probe_iterations(plan.task), 0, timed_against=timed)
-    walls = [summary(run).get("wall_seconds") for run in timed]
-    if not summary(pace) or None in walls:
-        return [*timed, pace], 0.0, {}
-    return [*timed, pace], sum(walls) / len(walls), summary(pace)
 
 
 def chosen_k(out: Path, labels: dict[int, str]) -> tuple[int, dict[int, float]]:

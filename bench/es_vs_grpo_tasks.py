@@ -63,9 +63,20 @@ LONG_TOKENS, LONG_SAMPLES = 64, 4  # the second evaluation, where the base model
 # one batched generation. At 32 prompts a member, a 2-core CPU is already busy with one member's batch, so batching
 # buys little time here (docs/low-rank.md); it is what the feature is for on a GPU.
 LOWRANK_MEMBERS_PER_BATCH = 16
-# The runs the main comparison holds: everything but the low-rank runs, which meet full-rank ES in their own.
+# The runs the main comparison holds: everything but the low-rank runs at equal members, which meet full-rank ES
+# in their own.
 # `coverage:wall` is ES optimising pass@k at the same wall time (es_vs_grpo_coverage.py).
-ES_VS_GRPO_LABELS = ("base", "grpo", "es:completions", "es:wall", "hybrid", "format:wall", "coverage:wall")
+# `lowrank1:wall` is low-rank ES at the same wall time with a larger population (es_vs_grpo_lowrank_wall.py).
+ES_VS_GRPO_LABELS = (
+    "base",
+    "grpo",
+    "es:completions",
+    "es:wall",
+    "hybrid",
+    "format:wall",
+    "coverage:wall",
+    "lowrank1:wall",
+)
 # The pass@k curve's samples per problem and entries: every method, each at the same wall time.
 CURVE_SAMPLES = 256
 CURVE_LABELS = ("base", "grpo", "es:wall", "hybrid", "format:wall", "coverage:wall")

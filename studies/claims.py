@@ -22,8 +22,9 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
 - `es_moves_weights_further`: ES's relative L2 change from the base is at least 10× GRPO's (the papers
   report about 40×);
 - `lowrank_learns_as_well_as_full_rank` (Sarkar et al. 2025): low-rank ES's pass@1 and pass@k at the largest
-  k are not below full-rank ES's (`es:wall`) at the same members (each interval of low-rank − full rank
-  reaches 0 or lies above it);
+  k are not below full-rank ES's (`es:wall`) at the same members, `lowrankR:members` (each interval of low-rank
+  − full rank reaches 0 or lies above it); low-rank ES at GRPO's wall time with a larger population,
+  `lowrankR:wall`, is an ES group in the claims above instead;
 - `coverage_fitness_raises_large_k`: ES that optimises pass@k (`coverage:wall`) has a higher pass@k at the
   largest k than ES that optimises accuracy at the same wall time (`es:wall`; the interval of coverage − accuracy
   lies above 0). Not judged when only k = 1 was measured.
@@ -170,8 +171,13 @@ def crossover(grpo: Group, es: Group, k_max: int) -> dict:
     return {"k": None, "k_max": k_max}
 
 
+def _is_lowrank(group: Group) -> bool:
+    return group.method.rstrip("0123456789") in RANKED_METHODS
+
+
 def _es_groups(groups: dict[str, Group]) -> list[Group]:
-    return [g for g in groups.values() if g.method in ES_METHODS]
+    """The groups the ES-vs-GRPO claims judge: ES of every fitness, and low-rank ES at GRPO's wall time."""
+    return [g for g in groups.values() if g.method in ES_METHODS or (_is_lowrank(g) and g.budget == "wall")]
 
 
 def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
@@ -261,7 +267,7 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
 def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
     """Low-rank ES against full-rank ES at the same members, at pass@1 and at the largest k (None without both)."""
     full = groups.get(FULL_RANK_REFERENCE)
-    lowrank = [g for g in groups.values() if g.method.rstrip("0123456789") in RANKED_METHODS]
+    lowrank = [g for g in groups.values() if _is_lowrank(g) and g.budget == "members"]
     if not full or not lowrank:
         return None
     numbers = {

@@ -12,6 +12,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 
 import es_vs_grpo  # noqa: E402
 import es_vs_grpo_coverage as coverage  # noqa: E402
+import es_vs_grpo_reference as reference  # noqa: E402
 
 from seedcast.optimizer.config_files import load_config  # noqa: E402
 from seedcast.optimizer.machine import machine_kind  # noqa: E402
@@ -50,17 +51,20 @@ def test_the_budget_comes_from_runs_timed_here_or_from_grpo_and_the_probe_made_a
     grpo = [_finished(plan.folder / f"grpo@{s}", 1000.0 + 100 * s, machine_kind()) for s in range(3)]
     probe = _finished(plan.folder / "es:completions@0", 50.0, machine_kind(), steps=5)
     made = []
-    timed, wall, pace = coverage.wall_reference(plan, _maker(plan.folder, made), grpo, probe)
+    timed, wall, pace = reference.wall_reference(plan, _maker(plan.folder, made), grpo, probe)
     assert timed == [*grpo, probe] and wall == 1100.0 and pace["wall_seconds"] == 50.0 and made == []
     unrecorded = [_finished(plan.folder / f"old@{s}", 1500.0, None) for s in range(2)]
     retrained = [_finished(plan.folder / f"old@{s}~retrained", 900.0 + s, machine_kind()) for s in range(2)]
-    timed, wall, pace = coverage.wall_reference(plan, _maker(plan.folder, made, wall=80.0), unrecorded, probe)
-    assert timed == [*retrained, plan.folder / coverage.RETIMED_PROBE] and wall == 900.5 and pace["wall_seconds"] == 80
-    assert made == [(coverage.RETIMED_PROBE, 5, 0, (), ["old@0~retrained", "old@1~retrained"])]
+    old_probe = _finished(plan.folder / "old-probe", 50.0, None, steps=5)
+    timed, wall, pace = reference.wall_reference(plan, _maker(plan.folder, made, wall=80.0), unrecorded, old_probe)
+    assert timed == [*retrained, plan.folder / reference.RETIMED_PROBE] and wall == 900.5 and pace["wall_seconds"] == 80
+    assert made == [(reference.RETIMED_PROBE, 5, 0, (), [])]  # a measure of pace, timed against nothing
+    timed, wall, _ = reference.wall_reference(plan, _maker(plan.folder, []), unrecorded, probe)
+    assert timed == [*retrained, probe] and wall == 900.5  # the probe timed here serves as it is
     elsewhere = [_finished(plan.folder / "far", 1500.0, ELSEWHERE)]
     trained = []
-    monkeypatch.setattr(coverage, "retrain", lambda plan, run: trained.append(run.name) or plan.folder / "later")
-    _, _, pace = coverage.wall_reference(plan, _maker(plan.folder, []), elsewhere, probe)
+    monkeypatch.setattr(reference, "retrain", lambda plan, run: trained.append(run.name) or plan.folder / "later")
+    _, _, pace = reference.wall_reference(plan, _maker(plan.folder, []), elsewhere, probe)
     assert trained == ["far"] and pace == {}  # GRPO is trained again first; the budget waits for it
 
 

@@ -238,3 +238,13 @@ def test_coverage_es_is_judged_against_accuracy_es_at_the_largest_k_and_counts_a
     grpo = _fixed_entry("grpo@0", [[problem < 30] * SAMPLES for problem in range(PROBLEMS)])
     against_grpo = {c["claim"]: c for c in evaluate_claims(group_entries([grpo, coverage]), k_max=SAMPLES)}
     assert set(against_grpo["es_beats_grpo_at_large_k"]["crossover"]) == {"coverage:wall"}
+
+
+def test_low_rank_at_grpo_s_wall_time_meets_grpo_as_es_and_stays_out_of_the_equal_members_claim():
+    full = [_entry(f"es:wall@{s}", 0.30, seed=s) for s in range(3)]
+    at_wall = [_entry(f"lowrank1:wall@{s}", 0.05, seed=s) for s in range(3)]
+    grpo = [_entry(f"grpo@{s}", 0.30, seed=s) for s in range(3)]
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries(full + at_wall + grpo), k_max=16)}
+    assert "lowrank_learns_as_well_as_full_rank" not in claims  # no group at equal members: nothing to judge
+    assert set(claims["es_matches_grpo_at_pass_at_1"]["numbers"]) == {"es:wall", "lowrank1:wall"}
+    assert claims["es_matches_grpo_at_pass_at_1"]["verdict"] == MIXED  # full rank matches GRPO, this one does not

@@ -1,0 +1,51 @@
+"""Which runs a new wall-matched run of bench/es_vs_grpo.py is timed against (the coverage and low-rank wall-time
+runs): wall time is comparable only on the kind of machine it was measured on.
+
+Where the task's GRPO runs and probe recorded this kind of machine, they are the reference. Where they predate
+machine records (the arithmetic task's) or were timed on another kind of machine, GRPO's wall time comes from GRPO
+trained again here from each run's recorded command (`NAME~retrained`, the runs the pass@k curve to 256 measures
+anyway) and ES-best's pace from the probe made again here (`es:completions@0~retimed`), so no budget is timed on
+one machine and spent on another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from es_vs_grpo_retrain import retrain, retrained_dir
+from es_vs_grpo_tasks import probe_iterations
+from es_vs_grpo_time import PROBE, summary
+
+from seedcast.optimizer.machine import machine_kind
+
+RETIMED_PROBE = PROBE + "~retimed"
+
+
+def pace_reference(plan, make_es: Callable, probe: Path) -> Path:
+    """The run whose seconds per iteration are ES-best's pace on this machine: the probe if it recorded this kind of
+    machine, else the probe made again here (a few minutes; it needs no GRPO run)."""
+    if summary(probe).get("machine") == machine_kind():
+        return probe
+    return make_es(RETIMED_PROBE, probe_iterations(plan.task), 0)
+
+
+def wall_reference(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) -> tuple[list[Path], float, dict]:
+    """The runs a new wall-matched run is timed against, GRPO's mean wall seconds and the summary whose seconds per
+    iteration set ES's pace: the task's GRPO runs where all of them recorded this kind of machine, else GRPO trained
+    again here (a finished retrained run serves, weights or not), with the pace of `pace_reference`. Empty while
+    those are still to be made (a dry run prints them)."""
+    here = machine_kind()
+    timed = list(grpo_runs)
+    if not all(summary(run).get("machine") == here for run in grpo_runs):
+        timed = []
+        for run in grpo_runs:
+            again = retrained_dir(run)
+            timed.append(again if (again / "summary.json").is_file() else retrain(plan, run))
+        if any(not summary(run) for run in timed):
+            return timed, 0.0, {}
+    pace = pace_reference(plan, make_es, probe)
+    walls = [summary(run).get("wall_seconds") for run in timed]
+    if not summary(pace) or None in walls:
+        return [*timed, pace], 0.0, {}
+    return [*timed, pace], sum(walls) / len(walls), summary(pace)
