@@ -380,7 +380,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
         lowrank_runs.update(lowrank_wall_stage(plan, partial(es, plan), list(grpo_runs.values()), probe))
     if "coverage" not in stages:
         return
-    coverage_runs = coverage_stage(plan, partial(es, plan), lambda c: seedcast(c), list(grpo_runs.values()), probe)
+    coverage_runs = coverage_stage(plan, partial(es, plan), seedcast, list(grpo_runs.values()), probe)
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
