@@ -25,9 +25,10 @@ settings, e.g. another wall-time budget, is made again):
    ES learn as well as full rank at equal members? Its runs are judged in their own comparison (below), which
    reuses the main comparison's evaluations of es:wall. Then rank 1 at GRPO's wall time with the largest population
    batching makes affordable here, if any above 16 (`lowrank1:wall`; bench/es_vs_grpo_lowrank_wall.py).
-8. `coverage`: ES optimising pass@k (`es.fitness=pass_at_k`) at GRPO's wall time, k chosen on seed 0's in-training
+8. `lowtemp` (Countdown): ES-best scoring its members at T = 0.3, seed 0, at es:wall's iterations (`lowtemp:wall`).
+9. `coverage`: ES optimising pass@k (`es.fitness=pass_at_k`) at GRPO's wall time, k chosen on seed 0's in-training
    eval set, seeds 0, 1, 2 (`coverage:wall`; bench/es_vs_grpo_coverage.py).
-9. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
+10. `compare`: `seedcast compare` of all of them on 128 held-out problems (a stream no training run draws
    from, nor any run's in-training eval, which picked GRPO's setting; problems a training seed could draw are
    dropped in code), n = 16 at T = 1 at the training token budget, writing the task's part of
    docs/results/claims.json; then again at 64 new tokens (n = 4, base, GRPO, ES at equal wall time and the
@@ -79,7 +80,8 @@ from es_vs_grpo_files import (
     share_evaluation,
 )
 from es_vs_grpo_lowrank_wall import lowrank_wall_stage
-from es_vs_grpo_retrain import evaluated_run, needs_retraining, retrain
+from es_vs_grpo_lowtemp import lowtemp_stage
+from es_vs_grpo_retrain import evaluated_run, final_eval, needs_retraining, retrain
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -107,7 +109,7 @@ from es_vs_grpo_time import (
     summary,
 )
 
-STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "coverage", "compare")
+STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "lowtemp", "coverage", "compare")
 
 
 def seedcast(command: list[str], python: str = sys.executable) -> None:
@@ -185,12 +187,6 @@ class Plan:
                     [*compare_command(self.task, comparison, labelled, out), "--evaluate-only"], python_for(comparison)
                 )
                 publish_evals(out, self.task, [label])
-
-
-def final_eval(run_dir: Path) -> float:
-    """The last greedy eval reward a run logged."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [r["eval_reward"] for r in rows if "eval_reward" in r][-1]
 
 
 def grpo(
@@ -378,6 +374,9 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             plan.evaluate(label, lowrank_runs[label], rebuildable=True)
     if TASKS[args.task]["lowrank_ranks"]:  # then at GRPO's wall time, with the largest population affordable here
         lowrank_runs.update(lowrank_wall_stage(plan, partial(es, plan), list(grpo_runs.values()), probe))
+    if "lowtemp" not in stages:
+        return
+    lowtemp_runs = lowtemp_stage(plan, partial(es, plan), wall_iterations)
     if "coverage" not in stages:
         return
     coverage_runs = coverage_stage(plan, partial(es, plan), seedcast, list(grpo_runs.values()), probe)
@@ -390,7 +389,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     entries.update({f"grpo@{s}": d for s, d in grpo_runs.items()})
     entries[PROBE] = probe
     entries.update({f"es:wall@{s}": d for s, d in es_runs.items()})
-    entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs, **coverage_runs})
+    entries.update({"hybrid@0": hybrid, "format:wall@0": control, **lowrank_runs, **coverage_runs, **lowtemp_runs})
     for comparison in plan.comparisons:
         compare(plan, comparison, entries, args.claims)
 

@@ -71,12 +71,13 @@ def recorded_command(run_dir: Path) -> tuple[str, list[str], list[str]]:
 
 def reproduction_note(original: Path, retrained: Path) -> str:
     """One line: the original's and the retrained run's last in-training greedy eval, and whether they agree."""
-    first, again = _last_eval(original), _last_eval(retrained)
+    first, again = final_eval(original), final_eval(retrained)
     verdict = "reproduced" if first is not None and again is not None and abs(first - again) < 1e-9 else "differs"
     return f"{retrained.name}: final in-training eval {_show(again)} against the original's {_show(first)}: {verdict}"
 
 
-def _last_eval(run_dir: Path) -> float | None:
+def final_eval(run_dir: Path) -> float | None:
+    """The last greedy eval reward a run logged (None if it logged none)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     evals = [row["eval_reward"] for row in rows if row.get("eval_reward") is not None]
     return evals[-1] if evals else None

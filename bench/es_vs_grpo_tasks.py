@@ -49,6 +49,7 @@ TASKS = {
         # avx512_bf16 machine's: 4 steps keep a GRPO run near an hour there, and split evenly for the hybrid.
         "grpo_steps": 4,
         "lowrank_ranks": (),
+        "lowtemp": True,  # ES-best's members scored at T = 0.3 (es_vs_grpo_lowtemp.py)
     },
 }
 BASE_MODEL = "smollm2-135m-instruct"  # compared as `base`
@@ -66,7 +67,8 @@ LOWRANK_MEMBERS_PER_BATCH = 16
 # The runs the main comparison holds: everything but the low-rank runs at equal members, which meet full-rank ES
 # in their own.
 # `coverage:wall` is ES optimising pass@k at the same wall time (es_vs_grpo_coverage.py).
-# `lowrank1:wall` is low-rank ES at the same wall time with a larger population (es_vs_grpo_lowrank_wall.py).
+# `lowrank1:wall` is low-rank ES at the same wall time with a larger population (es_vs_grpo_lowrank_wall.py),
+# `lowtemp:wall` ES-best scoring members at T = 0.3 (es_vs_grpo_lowtemp.py).
 ES_VS_GRPO_LABELS = (
     "base",
     "grpo",
@@ -76,6 +78,7 @@ ES_VS_GRPO_LABELS = (
     "format:wall",
     "coverage:wall",
     "lowrank1:wall",
+    "lowtemp:wall",
 )
 # The pass@k curve's samples per problem and entries: every method, each at the same wall time.
 CURVE_SAMPLES = 256

@@ -2,12 +2,12 @@
 
 Entries are named `METHOD[:BUDGET][@SEED]`, e.g. `base`, `grpo@0`, `es:wall@1`, `es:completions@0`,
 `hybrid@0`, `lowrank1:members@0`, `coverage:wall@0`, with METHOD one of base, es, grpo, hybrid, format, coverage
-(ES whose fitness is pass@k, `es.fitness=pass_at_k`: an ES group in every ES claim) or lowrankR (ES with rank-R
-members, `es.perturbation=lowrank es.rank=R`) and BUDGET `completions` (the same number of generated
-completions as GRPO), `wall` (the same wall time) or `members` (the same population and iterations as the
-full-rank `es:wall` runs). Several seeds of one METHOD:BUDGET form a
-group: a problem's pass@k is the mean over its seeds, and differences between groups are paired over
-problems with a percentile bootstrap (95%).
+(ES whose fitness is pass@k, `es.fitness=pass_at_k`), lowtemp (ES-best scoring members at a low temperature; both
+are ES groups in every ES claim) or lowrankR (ES with rank-R members, `es.perturbation=lowrank es.rank=R`) and
+BUDGET `completions` (the same number of generated completions as GRPO), `wall` (the same wall time) or `members`
+(the same population and iterations as the full-rank `es:wall` runs). Several seeds of one METHOD:BUDGET form a
+group: a problem's pass@k is the mean over its seeds, and differences between groups are paired over problems
+with a percentile bootstrap (95%).
 
 The claims (Qiu et al. 2025; Ba et al. 2026):
 
@@ -27,7 +27,9 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
   `lowrankR:wall`, is an ES group in the claims above instead;
 - `coverage_fitness_raises_large_k`: ES that optimises pass@k (`coverage:wall`) has a higher pass@k at the
   largest k than ES that optimises accuracy at the same wall time (`es:wall`; the interval of coverage − accuracy
-  lies above 0). Not judged when only k = 1 was measured.
+  lies above 0). Not judged when only k = 1 was measured;
+- `low_temperature_members_raise_pass_at_1` (Countdown's open question): ES-best scoring its members at T = 0.3
+  (`lowtemp:wall`, at es:wall's iterations) has a higher sampled pass@1 than ES-best (`es:wall`).
 
 Each gets `reproduced`, `not reproduced` or `mixed` (the budgets or k disagree, or the point estimate is
 on the claim's side with an interval that reaches 0), with the numbers behind it.
@@ -45,12 +47,17 @@ from pathlib import Path
 from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
-METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank", "coverage")
-ES_METHODS = ("es", "coverage")  # the groups the ES-vs-GRPO claims judge
+METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank", "coverage", "lowtemp")
+ES_METHODS = ("es", "coverage", "lowtemp")  # the groups the ES-vs-GRPO claims judge
 RANKED_METHODS = ("lowrank",)  # written with their rank: lowrank1, lowrank4
 BUDGETS = ("completions", "wall", "members")
 FULL_RANK_REFERENCE = "es:wall"  # what low-rank runs at equal members are judged against
-ACCURACY_REFERENCE = "es:wall"  # what ES optimising pass@k is judged against, at the same wall time
+ACCURACY_REFERENCE = "es:wall"  # what the ES variants below are judged against, at the same wall time
+# ES variants: METHOD -> (their claim, judged at the largest k or the first, what the variant is).
+VARIANT_CLAIMS = {
+    "coverage": ("coverage_fitness_raises_large_k", "largest", "coverage ES"),
+    "lowtemp": ("low_temperature_members_raise_pass_at_1", "first", "ES scoring members at T = 0.3"),
+}
 _LABEL = re.compile(r"^(?P<method>[a-z]+)(?P<rank>[0-9]+)?(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
 L2_RATIO_REPRODUCED = 10.0
 REPRODUCED, NOT_REPRODUCED, MIXED = "reproduced", "not reproduced", "mixed"
@@ -242,7 +249,8 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                 "runs": sorted(hybrid.labels + grpo.labels),
             }
         )
-    claims.extend(claim for claim in (lowrank_claim(groups, k_max), coverage_claim(groups, k_max)) if claim)
+    variants = [variant_claim(groups, method, k_max) for method in VARIANT_CLAIMS]
+    claims.extend(claim for claim in (lowrank_claim(groups, k_max), *variants) if claim)
     if grpo and grpo.relative_l2 and any(es.relative_l2 for es in es_groups):
         ratios = {
             es.name: statistics.fmean(es.relative_l2) / statistics.fmean(grpo.relative_l2)
@@ -284,25 +292,28 @@ def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
     }
 
 
-def coverage_claim(groups: dict[str, Group], k_max: int) -> dict | None:
-    """ES optimising pass@k against ES optimising accuracy, at the largest k (None without both, or k_max = 1);
-    pass@1 is reported beside it (what coverage may cost), not judged."""
-    accuracy = groups.get(ACCURACY_REFERENCE)
-    coverage = [g for g in groups.values() if g.method == "coverage"]
-    if not accuracy or not coverage or k_max == 1:
+def variant_claim(groups: dict[str, Group], method: str, k_max: int) -> dict | None:
+    """An ES variant's groups (VARIANT_CLAIMS) against ES-best at the same wall time (`es:wall`): the variant's
+    pass@k above ES-best's at the claim's k (the largest measured, or 1), with the other end reported beside it,
+    not judged. None without both, or when the claim is at the largest k and only k = 1 was measured."""
+    claim, which, what = VARIANT_CLAIMS[method]
+    reference = groups.get(ACCURACY_REFERENCE)
+    variant = [g for g in groups.values() if g.method == method]
+    if not reference or not variant or (which == "largest" and k_max == 1):
         return None
+    k, other = (k_max, 1) if which == "largest" else (1, k_max)
     numbers = {
-        f"{g.name} − {accuracy.name}, pass@{k_max}": difference(accuracy.pass_at(k_max), g.pass_at(k_max))
-        for g in coverage
+        f"{g.name} − {reference.name}, pass@{k}": difference(reference.pass_at(k), g.pass_at(k)) for g in variant
     }
+    beside = {g.name: difference(reference.pass_at(other), g.pass_at(other)) for g in variant} if other != k else {}
     return {
-        "claim": "coverage_fitness_raises_large_k",
-        "k": k_max,
-        "difference": "coverage ES − accuracy ES, pass@k",
+        "claim": claim,
+        "k": k,
+        "difference": f"{what} − ES-best, pass@k",
         "numbers": numbers,
         "verdict": _verdict(list(numbers.values())),
-        "at_pass_at_1": {g.name: difference(accuracy.pass_at(1), g.pass_at(1)) for g in coverage},
-        "runs": sorted(accuracy.labels + [label for g in coverage for label in g.labels]),
+        **({f"at_pass_at_{other}": beside} if beside else {}),
+        "runs": sorted(reference.labels + [label for g in variant for label in g.labels]),
     }
 
 

@@ -248,3 +248,18 @@ def test_low_rank_at_grpo_s_wall_time_meets_grpo_as_es_and_stays_out_of_the_equa
     assert "lowrank_learns_as_well_as_full_rank" not in claims  # no group at equal members: nothing to judge
     assert set(claims["es_matches_grpo_at_pass_at_1"]["numbers"]) == {"es:wall", "lowrank1:wall"}
     assert claims["es_matches_grpo_at_pass_at_1"]["verdict"] == MIXED  # full rank matches GRPO, this one does not
+
+
+def test_low_temperature_members_are_judged_against_es_best_at_pass_at_1_with_the_largest_k_beside():
+    best = [_entry("es:wall@0", 0.10)]
+    cooler = [_entry("lowtemp:wall@0", 0.30, seed=5)]
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries(best + cooler), k_max=16)}
+    moved = claims["low_temperature_members_raise_pass_at_1"]
+    assert moved["verdict"] == REPRODUCED and moved["k"] == 1
+    assert set(moved["numbers"]) == {"lowtemp:wall − es:wall, pass@1"} and set(moved["at_pass_at_16"]) == {
+        "lowtemp:wall"
+    }
+    same = [_entry("lowtemp:wall@0", 0.10, seed=0)]  # the very samples of ES-best: no difference at all
+    assert _verdicts(best + same)["low_temperature_members_raise_pass_at_1"] == NOT_REPRODUCED
+    greedy = {c["claim"]: c for c in evaluate_claims(group_entries(best + cooler), k_max=1)}
+    assert "at_pass_at_1" not in greedy["low_temperature_members_raise_pass_at_1"]  # judged there already
