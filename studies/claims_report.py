@@ -75,6 +75,8 @@ def _claims_table(claims: list[dict]) -> list[str]:
         measured = _numbers(claim["numbers"])
         if claim.get("crossover"):
             measured += "; " + _crossover(claim["crossover"])
+        for key in (key for key in claim if key.startswith("at_pass_at_")):  # reported beside, not judged
+            measured += f"; beside it, pass@{key.removeprefix('at_pass_at_')}: " + _numbers(claim[key])
         lines.append(f"| `{claim['claim']}` | **{claim['verdict']}** | {what}: {measured} |")
     return lines
 

@@ -263,3 +263,11 @@ def test_low_temperature_members_are_judged_against_es_best_at_pass_at_1_with_th
     assert _verdicts(best + same)["low_temperature_members_raise_pass_at_1"] == NOT_REPRODUCED
     greedy = {c["claim"]: c for c in evaluate_claims(group_entries(best + cooler), k_max=1)}
     assert "at_pass_at_1" not in greedy["low_temperature_members_raise_pass_at_1"]  # judged there already
+
+
+def test_the_claims_table_shows_what_a_variant_claim_reports_beside_its_verdict(tmp_path):
+    path = tmp_path / "claims.json"
+    entries = [_entry("es:wall@0", 0.10), _entry("lowtemp:wall@0", 0.30, seed=5)]
+    write_claims(path, "countdown", entries, [1, SAMPLES], "seedcast compare ...")
+    row = next(line for line in write_claims_report(path).read_text().splitlines() if "low_temperature" in line)
+    assert "lowtemp:wall − es:wall, pass@1: +" in row and f"beside it, pass@{SAMPLES}: lowtemp:wall: " in row
