@@ -3,7 +3,8 @@ population that batching its members makes affordable on this machine (the large
 what low-rank members are for).
 
 Affordable means an iteration of P low-rank members, generated WALL_GROUP at a time, costs no more seconds than
-an iteration of ES-best's full-rank members one at a time, both measured on this machine: each candidate P is paced
+an iteration of ES-best's full-rank members one at a time, both measured on this machine: each candidate P, smallest
+first and none after the first too slow, is paced
 by a short run (`lowrank1:pace/pP`, PACE_ITERATIONS iterations; its summary's seconds per iteration) against the
 probe's pace on this machine (es_vs_grpo_reference.py), which needs no GRPO run; GRPO's wall time on this machine is
 needed only once a population is chosen. The largest P above es:wall's population within that pace is trained at
@@ -51,13 +52,19 @@ def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Pa
     run folder for the comparisons (empty when none is affordable, in a dry run, or while the reference waits)."""
     full_rank = pace_reference(plan, make_es, probe)
     name = f"lowrank{WALL_RANK}"
-    pace_runs = {
-        p: make_es(f"{name}:pace/p{p}", PACE_ITERATIONS, 0, wall_options(p), [full_rank]) for p in WALL_POPULATIONS
-    }
+    pace_runs, paces = {}, {}
+    for population in WALL_POPULATIONS:  # ascending: past the first too slow, a larger one is slower still
+        pace_runs[population] = make_es(
+            f"{name}:pace/p{population}", PACE_ITERATIONS, 0, wall_options(population), [full_rank]
+        )
+        if plan.dry_run:
+            continue
+        full_rank_pace = seconds_per_iteration(summary(full_rank))
+        paces[population] = seconds_per_iteration(summary(pace_runs[population]))
+        if paces[population] > full_rank_pace:
+            break
     if plan.dry_run:
         return {}
-    paces = {p: seconds_per_iteration(summary(run)) for p, run in pace_runs.items()}
-    full_rank_pace = seconds_per_iteration(summary(full_rank))
     shown = ", ".join(f"{p} members {pace:.1f} s" for p, pace in paces.items())
     chosen = affordable_population(full_rank_pace, paces)
     print(
