@@ -21,7 +21,7 @@ from pathlib import Path
 
 from es_vs_grpo_reference import pace_reference, wall_reference
 from es_vs_grpo_tasks import SEEDS, lowrank_options
-from es_vs_grpo_time import iterations_for_wall, summary
+from es_vs_grpo_time import iterations_for_wall, seconds_per_iteration, summary
 
 WALL_RANK = 1  # the rank that learned as well as full rank at equal members (docs/low-rank.md)
 FULL_RANK_POPULATION = 16  # configs/es-best.yaml: es:wall's
@@ -36,11 +36,6 @@ def wall_options(population: int) -> tuple[str, ...]:
     return (*options, f"fleet.members_per_batch={min(population, WALL_GROUP)}", f"es.population={population}")
 
 
-def seconds_per_iteration(record: dict) -> float:
-    """A finished run's seconds per iteration (its summary's iterating time over its iterations)."""
-    return record["wall_seconds"] / max(1, record.get("steps", 1))
-
-
 def affordable_population(full_rank_pace: float, paces: dict[int, float]) -> int | None:
     """The largest candidate population whose iteration costs no more than full rank's, or None."""
     within = [population for population, pace in paces.items() if pace <= full_rank_pace]
@@ -52,19 +47,19 @@ def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Pa
     run folder for the comparisons (empty when none is affordable, in a dry run, or while the reference waits)."""
     full_rank = pace_reference(plan, make_es, probe)
     name = f"lowrank{WALL_RANK}"
+    if plan.dry_run:  # prints every candidate's pace run, though a run stops after the first too slow
+        for population in WALL_POPULATIONS:
+            make_es(f"{name}:pace/p{population}", PACE_ITERATIONS, 0, wall_options(population), [full_rank])
+        return {}
+    full_rank_pace = seconds_per_iteration(summary(full_rank))
     pace_runs, paces = {}, {}
     for population in WALL_POPULATIONS:  # ascending: past the first too slow, a larger one is slower still
         pace_runs[population] = make_es(
             f"{name}:pace/p{population}", PACE_ITERATIONS, 0, wall_options(population), [full_rank]
         )
-        if plan.dry_run:
-            continue
-        full_rank_pace = seconds_per_iteration(summary(full_rank))
         paces[population] = seconds_per_iteration(summary(pace_runs[population]))
         if paces[population] > full_rank_pace:
             break
-    if plan.dry_run:
-        return {}
     shown = ", ".join(f"{p} members {pace:.1f} s" for p, pace in paces.items())
     chosen = affordable_population(full_rank_pace, paces)
     print(

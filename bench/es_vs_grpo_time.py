@@ -141,4 +141,9 @@ def iterations_for_wall(seconds: float, probe: dict) -> int:
     its elapsed time (`wall_seconds_this_session`) is the fixed cost of starting and evaluating."""
     iterating = probe.get("wall_seconds", 1.0)
     fixed = max(0.0, probe.get("wall_seconds_this_session", iterating) - iterating)
-    return max(1, round((seconds - fixed) / (iterating / max(1, probe.get("steps", 1)))))
+    return max(1, round((seconds - fixed) / seconds_per_iteration({"wall_seconds": iterating, **probe})))
+
+
+def seconds_per_iteration(record: dict) -> float:
+    """A finished run's seconds per iteration: its summary's iterating time over its iterations."""
+    return record["wall_seconds"] / max(1, record.get("steps", 1))
