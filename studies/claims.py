@@ -45,22 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seedcast.optimizer.atomic_file import write_atomically
+from seedcast.studies.claim_math import MIXED, NOT_REPRODUCED, REPRODUCED, crossover, difference, verdict
+from seedcast.studies.claims_variants import RANKED_METHODS, VARIANT_CLAIMS, is_lowrank, lowrank_claim, variant_claim
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank", "coverage", "lowtemp")
 ES_METHODS = ("es", "coverage", "lowtemp")  # the groups the ES-vs-GRPO claims judge
-RANKED_METHODS = ("lowrank",)  # written with their rank: lowrank1, lowrank4
 BUDGETS = ("completions", "wall", "members")
-FULL_RANK_REFERENCE = "es:wall"  # what low-rank runs at equal members are judged against
-ACCURACY_REFERENCE = "es:wall"  # what the ES variants below are judged against, at the same wall time
-# ES variants: METHOD -> (their claim, judged at the largest k or the first, what the variant is).
-VARIANT_CLAIMS = {
-    "coverage": ("coverage_fitness_raises_large_k", "largest", "coverage ES"),
-    "lowtemp": ("low_temperature_members_raise_pass_at_1", "first", "ES scoring members at T = 0.3"),
-}
 _LABEL = re.compile(r"^(?P<method>[a-z]+)(?P<rank>[0-9]+)?(?::(?P<budget>[a-z]+))?(?:@(?P<seed>\w+))?$")
 L2_RATIO_REPRODUCED = 10.0
-REPRODUCED, NOT_REPRODUCED, MIXED = "reproduced", "not reproduced", "mixed"
 
 
 @dataclass
@@ -141,50 +134,9 @@ def group_entries(entries: Sequence) -> dict[str, Group]:
     return groups
 
 
-def difference(a: list[float], b: list[float], seed: int = 0) -> dict:
-    """mean(b − a) over problems with a paired 95% bootstrap interval."""
-    if len(a) != len(b):
-        raise ValueError(f"the groups cover different problem counts ({len(a)} vs {len(b)})")
-    diffs = [y - x for x, y in zip(a, b, strict=True)]
-    low, high = bootstrap_interval(diffs, seed=seed)
-    return {"mean": statistics.fmean(diffs), "ci95": [low, high]}
-
-
-def _verdict(intervals: list[dict], claim_side: int = 1, tolerate_zero: bool = False) -> str:
-    """Each interval supports the claim when it lies on `claim_side` of 0 (or reaches 0, if `tolerate_zero`);
-    all support: reproduced; none supports nor leans its way: not reproduced; otherwise mixed."""
-
-    def supports(d: dict) -> bool:
-        low, high = sorted(x * claim_side for x in d["ci95"])
-        return high >= 0 if tolerate_zero else low > 0
-
-    def leans(d: dict) -> bool:
-        return d["mean"] * claim_side > 0
-
-    if intervals and all(supports(d) for d in intervals):
-        return REPRODUCED
-    if not any(supports(d) or leans(d) for d in intervals):
-        return NOT_REPRODUCED
-    return MIXED
-
-
-def crossover(grpo: Group, es: Group, k_max: int) -> dict:
-    """The smallest k <= k_max at which ES − GRPO pass@k is positive with its whole paired 95% interval above 0,
-    scanning every k from 1 (`k`: None when there is none up to k_max), with the difference there."""
-    for k in range(1, k_max + 1):
-        measured = difference(grpo.pass_at(k), es.pass_at(k))
-        if measured["ci95"][0] > 0:
-            return {"k": k, "k_max": k_max, "difference": measured}
-    return {"k": None, "k_max": k_max}
-
-
-def _is_lowrank(group: Group) -> bool:
-    return group.method.rstrip("0123456789") in RANKED_METHODS
-
-
 def _es_groups(groups: dict[str, Group]) -> list[Group]:
     """The groups the ES-vs-GRPO claims judge: ES of every fitness, and low-rank ES at GRPO's wall time."""
-    return [g for g in groups.values() if g.method in ES_METHODS or (_is_lowrank(g) and g.budget == "wall")]
+    return [g for g in groups.values() if g.method in ES_METHODS or (is_lowrank(g) and g.budget == "wall")]
 
 
 def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
@@ -204,7 +156,7 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                     "k": k,
                     "difference": "ES − GRPO, pass@k",
                     "numbers": numbers,
-                    "verdict": _verdict(list(numbers.values()), tolerate_zero=tolerate),
+                    "verdict": verdict(list(numbers.values()), tolerate_zero=tolerate),
                     "runs": sorted(grpo.labels + [label for es in es_groups for label in es.labels]),
                 }
             )
@@ -215,8 +167,8 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
         es_vs_grpo = {
             es.name: difference(grpo.mean_entropy(), es.mean_entropy()) for es in es_groups if es.mean_entropy()
         }
-        verdicts = [_verdict([grpo_drop], claim_side=-1), *(_verdict([d]) for d in es_vs_grpo.values())]
-        verdict = verdicts[0] if len(set(verdicts)) == 1 else MIXED
+        verdicts = [verdict([grpo_drop], claim_side=-1), *(verdict([d]) for d in es_vs_grpo.values())]
+        entropy_verdict = verdicts[0] if len(set(verdicts)) == 1 else MIXED
         claims.append(
             {
                 "claim": "es_keeps_entropy_grpo_collapses",
@@ -230,7 +182,7 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                         if es.mean_entropy()
                     },
                 },
-                "verdict": verdict,
+                "verdict": entropy_verdict,
                 "runs": sorted(base.labels + grpo.labels),
             }
         )
@@ -245,7 +197,7 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
                 "claim": "hybrid_is_best",
                 "difference": "hybrid − other, pass@k",
                 "numbers": numbers,
-                "verdict": _verdict(list(numbers.values())),
+                "verdict": verdict(list(numbers.values())),
                 "runs": sorted(hybrid.labels + grpo.labels),
             }
         )
@@ -258,63 +210,18 @@ def evaluate_claims(groups: dict[str, Group], k_max: int) -> list[dict]:
             if es.relative_l2
         }
         supported = [r >= L2_RATIO_REPRODUCED for r in ratios.values()]
-        verdict = REPRODUCED if all(supported) else NOT_REPRODUCED if all(r < 1 for r in ratios.values()) else MIXED
+        l2_verdict = REPRODUCED if all(supported) else NOT_REPRODUCED if all(r < 1 for r in ratios.values()) else MIXED
         claims.append(
             {
                 "claim": "es_moves_weights_further",
                 "difference": "relative L2 change, ES ÷ GRPO",
                 "numbers": ratios,
                 "threshold": L2_RATIO_REPRODUCED,
-                "verdict": verdict,
+                "verdict": l2_verdict,
                 "runs": sorted(grpo.labels + [label for es in es_groups for label in es.labels]),
             }
         )
     return claims
-
-
-def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
-    """Low-rank ES against full-rank ES at the same members, at pass@1 and at the largest k (None without both)."""
-    full = groups.get(FULL_RANK_REFERENCE)
-    lowrank = [g for g in groups.values() if _is_lowrank(g) and g.budget == "members"]
-    if not full or not lowrank:
-        return None
-    numbers = {
-        f"{group.name} − {full.name}, pass@{k}": difference(full.pass_at(k), group.pass_at(k))
-        for group in lowrank
-        for k in sorted({1, k_max})
-    }
-    return {
-        "claim": "lowrank_learns_as_well_as_full_rank",
-        "difference": "low rank − full rank, pass@k",
-        "numbers": numbers,
-        "verdict": _verdict(list(numbers.values()), tolerate_zero=True),
-        "runs": sorted(full.labels + [label for group in lowrank for label in group.labels]),
-    }
-
-
-def variant_claim(groups: dict[str, Group], method: str, k_max: int) -> dict | None:
-    """An ES variant's groups (VARIANT_CLAIMS) against ES-best at the same wall time (`es:wall`): the variant's
-    pass@k above ES-best's at the claim's k (the largest measured, or 1), with the other end reported beside it,
-    not judged. None without both, or when the claim is at the largest k and only k = 1 was measured."""
-    claim, which, what = VARIANT_CLAIMS[method]
-    reference = groups.get(ACCURACY_REFERENCE)
-    variant = [g for g in groups.values() if g.method == method]
-    if not reference or not variant or (which == "largest" and k_max == 1):
-        return None
-    k, other = (k_max, 1) if which == "largest" else (1, k_max)
-    numbers = {
-        f"{g.name} − {reference.name}, pass@{k}": difference(reference.pass_at(k), g.pass_at(k)) for g in variant
-    }
-    beside = {g.name: difference(reference.pass_at(other), g.pass_at(other)) for g in variant} if other != k else {}
-    return {
-        "claim": claim,
-        "k": k,
-        "difference": f"{what} − ES-best, pass@k",
-        "numbers": numbers,
-        "verdict": _verdict(list(numbers.values())),
-        **({f"at_pass_at_{other}": beside} if beside else {}),
-        "runs": sorted(reference.labels + [label for g in variant for label in g.labels]),
-    }
 
 
 def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:
