@@ -47,19 +47,21 @@ def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Pa
     run folder for the comparisons (empty when none is affordable, in a dry run, or while the reference waits)."""
     full_rank = pace_reference(plan, make_es, probe)
     name = f"lowrank{WALL_RANK}"
-    if plan.dry_run:  # prints every candidate's pace run, though a run stops after the first too slow
-        for population in WALL_POPULATIONS:
-            make_es(f"{name}:pace/p{population}", PACE_ITERATIONS, 0, wall_options(population), [full_rank])
-        return {}
-    full_rank_pace = seconds_per_iteration(summary(full_rank))
+    full_rank_record = summary(full_rank)  # empty in a dry run that has still to make it
+    full_rank_pace = seconds_per_iteration(full_rank_record) if full_rank_record else None
     pace_runs, paces = {}, {}
     for population in WALL_POPULATIONS:  # ascending: past the first too slow, a larger one is slower still
         pace_runs[population] = make_es(
             f"{name}:pace/p{population}", PACE_ITERATIONS, 0, wall_options(population), [full_rank]
         )
-        paces[population] = seconds_per_iteration(summary(pace_runs[population]))
-        if paces[population] > full_rank_pace:
+        record = summary(pace_runs[population])
+        if not record and plan.dry_run:  # a pace still to make: the next candidate's is printed too
+            continue
+        paces[population] = seconds_per_iteration(record)
+        if full_rank_pace is not None and paces[population] > full_rank_pace:
             break
+    if plan.dry_run:
+        return {}
     shown = ", ".join(f"{p} members {pace:.1f} s" for p, pace in paces.items())
     chosen = affordable_population(full_rank_pace, paces)
     print(

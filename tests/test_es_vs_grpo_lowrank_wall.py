@@ -88,3 +88,23 @@ def test_pacing_needs_no_grpo_run_timed_here_only_the_probe_made_again(tmp_path,
     retimed = "es:completions@0~retimed"
     assert made == [(retimed, []), ("lowrank1:pace/p32", [retimed])]
     assert retrained == []  # 40 s against full rank's 30 s: nothing to train, so GRPO's wall time is not needed
+
+
+def test_a_dry_run_prints_the_pace_runs_a_real_run_would_make(tmp_path):
+    """A dry run stops where a real one would: after a recorded pace run that was too slow, and prints every
+    candidate while none is recorded."""
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=True)
+    grpo = [_finished(plan.folder / "grpo@0", 1000.0, 10)]
+    probe = _finished(plan.folder / "es:completions@0", 250.0, 5)  # 50 s an iteration
+    printed = []
+
+    def make_es(name, iterations, seed, extra=(), timed_against=()):
+        printed.append(name)
+        return plan.folder / name  # a dry run makes nothing
+
+    assert lowrank_wall.lowrank_wall_stage(plan, make_es, grpo, probe) == {}
+    assert printed == ["lowrank1:pace/p32", "lowrank1:pace/p64"]
+    _finished(plan.folder / "lowrank1:pace/p32", 110.0, 2)  # 55 s an iteration: too slow
+    printed.clear()
+    assert lowrank_wall.lowrank_wall_stage(plan, make_es, grpo, probe) == {}
+    assert printed == ["lowrank1:pace/p32"]
