@@ -179,7 +179,7 @@ class Plan:
                     share_evaluation(self.folder / comparison.reuses, out, label)
                 measured = evaluated_run(out, label, run_dir)
                 if not rebuildable and needs_retraining(out, label, measured):
-                    measured = retrain(self, Path(run_dir))
+                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, self.only))
                 if self.dry_run:
                     continue
                 labelled = [f"{label}={measured}"]
