@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
@@ -123,3 +125,18 @@ def test_the_reproduction_note_says_when_the_retrained_run_differs(tmp_path):
     again = _grpo_run(tmp_path / "grpo@2~retrained", 0.375)
     note = es_vs_grpo_retrain.reproduction_note(original, again)
     assert note == "grpo@2~retrained: final in-training eval 0.3750 against the original's 0.4062: differs"
+
+
+def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_path, monkeypatch):
+    """Its weights do not outlive the session: training that would end in time is still refused when the
+    evaluations that must follow it would not."""
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    original = _grpo_run(plan.folder / "grpo@1", 0.5)
+    started = []
+    monkeypatch.setattr(es_vs_grpo.subprocess, "run", lambda *args, **kwargs: started.append(args))
+    monkeypatch.setattr(es_vs_grpo_retrain, "grpo_seconds", lambda folder, steps: 600.0)
+    monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", lambda task, label, only=(): 1800.0)
+    plan.stop_by = es_vs_grpo.time.time() + 1200.0  # the training fits, training and evaluations do not
+    with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
+        plan.evaluate("grpo@1", original)
+    assert started == []
