@@ -55,7 +55,8 @@ end by then (estimated from the task's finished runs, else from bench/es_vs_grpo
 a run cut short by the end of a session is lost. A GRPO run's estimate counts its evaluations; an ES run's
 evaluations may wait for a later invocation, as its update log rebuilds its weights. When GRPO's next run would
 not fit, the time left goes to what waits on no run still to come, each if it fits: the probe, the base model's
-evaluations, the probe's evaluations. Task settings and comparisons: bench/es_vs_grpo_tasks.py.
+evaluations, the probe's, then those of ES runs an earlier session finished (bench/es_vs_grpo_waiting.py). Task
+settings and comparisons: bench/es_vs_grpo_tasks.py.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ from es_vs_grpo_time import (
     stop_time,
     summary,
 )
+from es_vs_grpo_waiting import use_waiting_time
 
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "lowtemp", "coverage", "compare")
 
@@ -214,22 +216,6 @@ def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...]
     )
 
 
-def use_waiting_time(plan: Plan, stages: tuple[str, ...], grpo_runs: list[Path]) -> None:
-    """When GRPO's next run would not end by --stop-by, make what waits on no run still to come, each if it
-    fits: the probe (timed on this machine, like the finished GRPO runs), the base model's evaluations, then
-    the probe's. A later invocation finds them done (compare's cache keeps the evaluations)."""
-    if "probe" not in stages or plan.dry_run or not grpo_runs:
-        return
-    try:
-        probe = es(plan, PROBE, probe_iterations(plan.task), 0, timed_against=grpo_runs)
-    except OutOfTime as stopped:
-        print(f"# meanwhile: {stopped}", flush=True)
-        return
-    if "compare" in stages:
-        plan.evaluate("base", BASE_MODEL, rebuildable=True)
-    plan.evaluate(PROBE, probe, rebuildable=True)
-
-
 def grid_leader(grid: dict[str, Path]) -> str | None:
     """The setting of the finished grid run with the best final greedy eval reward (None before any finishes)."""
     finished = [setting for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()]
@@ -317,7 +303,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
             grid[json.dumps(setting)] = grpo(plan, "grid/" + "-".join(setting.values()), setting, 0)
     except OutOfTime:
         evaluate_grid_leader(plan, grid)  # the grid spans sessions: evaluate its best run while its weights exist
-        use_waiting_time(plan, stages, [d for d in grid.values() if (d / "summary.json").is_file()])
+        use_waiting_time(plan, partial(es, plan), stages, [d for d in grid.values() if (d / "summary.json").is_file()])
         raise
     evaluate_grid_leader(plan, grid)
     if not all((d / "summary.json").is_file() for d in grid.values()):
@@ -333,7 +319,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
                 grpo_runs[seed] = grpo(plan, f"grpo@{seed}", best, seed, timed_against=[grpo_runs[0]])
                 plan.evaluate(f"grpo@{seed}", grpo_runs[seed])
         except OutOfTime:
-            use_waiting_time(plan, stages, list(grpo_runs.values()))
+            use_waiting_time(plan, partial(es, plan), stages, list(grpo_runs.values()))
             raise
     if "probe" not in stages:
         return

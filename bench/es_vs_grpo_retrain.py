@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from es_vs_grpo_tasks import TASKS
-from es_vs_grpo_time import grpo_seconds
+from es_vs_grpo_time import grpo_training_seconds
 
 from seedcast.optimizer.run_kinds import run_kind
 from seedcast.studies.compare import ENTRY_FILE, Entry, entry_identity
@@ -91,7 +91,8 @@ def retrain(plan, run_dir: Path, evaluation: float = 0.0) -> Path:
     """Train a GRPO run again from its recorded command through `plan` (es_vs_grpo.Plan: its `run` skips a finished
     run, prints every command and honours --stop-by), once per run even if several comparisons need it; returns
     the retrained run's folder. `evaluation` is the seconds of the evaluations that must follow while its weights
-    exist: --stop-by starts no retraining whose evaluations would not end in this session too."""
+    exist (only the comparisons that lack the run): --stop-by starts no retraining whose evaluations would not end
+    in this session too."""
     again = retrained_dir(run_dir)
     if plan.dry_run and again in plan.retrained:
         return again  # printed for an earlier comparison
@@ -102,7 +103,7 @@ def retrain(plan, run_dir: Path, evaluation: float = 0.0) -> Path:
     steps = next((int(o.split("=")[1]) for o in overrides if o.startswith("grpo.steps=")), None)
     steps = steps or TASKS[plan.task]["grpo_steps"]
     name = str(again.relative_to(plan.folder))
-    plan.run(name, subcommand, options, overrides, estimate=grpo_seconds(plan.folder, steps) + evaluation)
+    plan.run(name, subcommand, options, overrides, estimate=grpo_training_seconds(plan.folder, steps) + evaluation)
     if not plan.dry_run:
         print(f"# {reproduction_note(run_dir, again)}", flush=True)
     return again

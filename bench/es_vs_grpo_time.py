@@ -82,13 +82,18 @@ class OutOfTime(Exception):
     """The next run would not end before --stop-by (a run cut by the end of a session starts again)."""
 
 
-def grpo_seconds(folder: Path, steps: int) -> float:
-    """How long a GRPO run of `steps` steps and its evaluations take, from the task's finished GRPO runs."""
+def grpo_training_seconds(folder: Path, steps: int) -> float:
+    """How long a GRPO run of `steps` steps trains, from the task's finished GRPO runs."""
     done = [summary(path.parent) for path in folder.glob("**/summary.json")]
     done = [s for s in done if s.get("method") == "grpo" and s.get("steps")]
     steps_done = sum(s["steps"] for s in done)
     per_step = sum(s["wall_seconds"] for s in done) / steps_done if done else estimates().grpo_step
-    return per_step * steps + evaluation_seconds()
+    return per_step * steps
+
+
+def grpo_seconds(folder: Path, steps: int) -> float:
+    """How long a GRPO run of `steps` steps and its evaluations take, from the task's finished GRPO runs."""
+    return grpo_training_seconds(folder, steps) + evaluation_seconds()
 
 
 def es_seconds(folder: Path, iterations: int) -> float:

@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -279,12 +280,26 @@ def test_time_before_stop_by_too_short_for_a_grpo_run_goes_to_the_probe_and_the_
     assert made == ["eval:grpo@0"]  # --until grpo: nothing of a later stage
 
 
+def test_the_waiting_time_also_goes_to_es_runs_an_earlier_session_finished(tmp_path, monkeypatch):
+    """Their update logs rebuild them, so their evaluations wait on no GRPO run; those not yet made are skipped."""
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False, stop_by=time.time() + 3600)
+    made = _stage_recorder(plan, monkeypatch, probe_fits=True)
+    for name in ("es:wall@0", "es:wall@2", "format:wall@0"):
+        _write(plan.folder / name / "summary.json", json.dumps({"method": "es", "steps": 4, "wall_seconds": 1.0}))
+    es_vs_grpo.use_waiting_time(plan, partial(es_vs_grpo.es, plan), es_vs_grpo.STAGES, [tmp_path / "grid"])
+    assert made[-3:] == ["eval:es:wall@0", "eval:es:wall@2", "eval:format:wall@0"]
+    made.clear()
+    es_vs_grpo.use_waiting_time(plan, partial(es_vs_grpo.es, plan), es_vs_grpo.STAGES[:4], [tmp_path / "grid"])
+    assert made[-3:] == ["eval:es:completions@0", "eval:es:wall@0", "eval:es:wall@2"]  # --until es: no control
+
+
 def test_a_probe_that_would_not_end_by_stop_by_is_not_started_meanwhile(tmp_path, monkeypatch):
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
     made = _stage_recorder(plan, monkeypatch, probe_fits=False)
-    es_vs_grpo.use_waiting_time(plan, es_vs_grpo.STAGES, [tmp_path / "grid"])
+    es_vs_grpo.use_waiting_time(plan, partial(es_vs_grpo.es, plan), es_vs_grpo.STAGES, [tmp_path / "grid"])
     assert made == []
-    es_vs_grpo.use_waiting_time(plan, es_vs_grpo.STAGES, [])  # no GRPO run finished: nothing is timed yet
+    # no GRPO run finished: nothing is timed yet
+    es_vs_grpo.use_waiting_time(plan, partial(es_vs_grpo.es, plan), es_vs_grpo.STAGES, [])
     assert made == []
 
 

@@ -134,7 +134,7 @@ def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_pat
     original = _grpo_run(plan.folder / "grpo@1", 0.5)
     started = []
     monkeypatch.setattr(es_vs_grpo.subprocess, "run", lambda *args, **kwargs: started.append(args))
-    monkeypatch.setattr(es_vs_grpo_retrain, "grpo_seconds", lambda folder, steps: 600.0)
+    monkeypatch.setattr(es_vs_grpo_retrain, "grpo_training_seconds", lambda folder, steps: 600.0)
     monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", lambda task, label, only=(): 1800.0)
     plan.stop_by = es_vs_grpo.time.time() + 1200.0  # the training fits, training and evaluations do not
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
