@@ -82,7 +82,7 @@ from es_vs_grpo_files import (
 )
 from es_vs_grpo_lowrank_wall import lowrank_wall_stage
 from es_vs_grpo_lowtemp import lowtemp_stage
-from es_vs_grpo_retrain import evaluated_run, final_eval, needs_retraining, retrain
+from es_vs_grpo_retrain import evaluated_run, final_eval, lacking_comparisons, needs_retraining, retrain
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -181,7 +181,8 @@ class Plan:
                     share_evaluation(self.folder / comparison.reuses, out, label)
                 measured = evaluated_run(out, label, run_dir)
                 if not rebuildable and needs_retraining(out, label, measured):
-                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, self.only))
+                    lacking = lacking_comparisons(self, label, Path(run_dir))
+                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking))
                 if self.dry_run:
                     continue
                 labelled = [f"{label}={measured}"]

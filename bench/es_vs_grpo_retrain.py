@@ -59,6 +59,19 @@ def needs_retraining(out: Path, label: str, run_dir: Path) -> bool:
     return finished and not evaluated(out, label, run_dir) and not has_weights(run_dir)
 
 
+def lacking_comparisons(plan, label: str, run_dir: Path) -> tuple[str, ...]:
+    """The folders of `plan`'s comparisons that lack LABEL's evaluation of this GRPO run and can no longer make it
+    (its weights gone): the evaluations a retraining of it is for."""
+    return tuple(
+        comparison.folder
+        for comparison in plan.comparisons
+        if comparison.includes(label)
+        and needs_retraining(
+            plan.folder / comparison.folder, label, evaluated_run(plan.folder / comparison.folder, label, run_dir)
+        )
+    )
+
+
 def recorded_command(run_dir: Path) -> tuple[str, list[str], list[str]]:
     """The subcommand, options and overrides a run was made with (its plan-command.json, which the bench wrote
     as `seedcast SUBCOMMAND OPTIONS --run-dir DIR --no-progress OVERRIDES`)."""

@@ -133,10 +133,14 @@ def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_pat
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
     original = _grpo_run(plan.folder / "grpo@1", 0.5)
     started = []
-    monkeypatch.setattr(es_vs_grpo.subprocess, "run", lambda *args, **kwargs: started.append(args))
+    monkeypatch.setattr(es_vs_grpo.subprocess, "run", lambda command, **kwargs: started.append(command[3]))
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
     monkeypatch.setattr(es_vs_grpo_retrain, "grpo_training_seconds", lambda folder, steps: 600.0)
-    monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", lambda task, label, only=(): 1800.0)
+    for folder in ("compare", "compare-64-tokens"):  # these keep the original's: not counted
+        _evaluated(plan.folder / folder, "grpo@1", original)
+    counted = []
+    monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", lambda task, label, only=(): counted.append(only) or 1800.0)
     plan.stop_by = es_vs_grpo.time.time() + 1200.0  # the training fits, training and evaluations do not
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
         plan.evaluate("grpo@1", original)
-    assert started == []
+    assert "grpo" not in started and counted[-1] == ("compare-256",)  # only the cached comparisons ran
