@@ -170,7 +170,7 @@ class Plan:
         if rebuildable and self.runs_first:
             print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
             return
-        ends = time.time() + evaluation_estimate(self.task, label, self.only)
+        ends = time.time() + evaluation_estimate(self.task, label, self.only, self.folder)
         if rebuildable and self.stop_by and ends > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
@@ -182,7 +182,7 @@ class Plan:
                 measured = evaluated_run(out, label, run_dir)
                 if not rebuildable and needs_retraining(out, label, measured):
                     lacking = lacking_comparisons(self, label, Path(run_dir))
-                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking))
+                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking, self.folder))
                 if self.dry_run:
                     continue
                 labelled = [f"{label}={measured}"]

@@ -2,7 +2,8 @@
 
 Run folders (OUT/TASK/NAME) are not committed: a GRPO run's weights are 540 MB. What is committed, as soon as a
 run ends, is everything else, under docs/results/es-vs-grpo/TASK/NAME; and as soon as a run's weights exist,
-its evaluations for every comparison it belongs to (results.json, samples.jsonl, geometry.json, entry.json),
+its evaluations for every comparison it belongs to (results.json, samples.jsonl, geometry.json, entry.json and
+timing.json, from which the next evaluation's time is estimated),
 under docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL. A later session on a fresh checkout restores both
 into OUT, so it neither trains a finished run again nor needs the weights of one whose evaluations exist.
 """
@@ -27,7 +28,7 @@ RUN_FILES = (
 )
 COMPARE_FILES = ("report.md", "compare.json", "pass_at_k.png", "reward_curves.png", "geometry.png")
 # What `seedcast compare` needs to compare an entry again without its weights (and to judge the claims).
-EVAL_FILES = ("results.json", "samples.jsonl", "entry.json", "geometry.json")
+EVAL_FILES = ("results.json", "samples.jsonl", "entry.json", "geometry.json", "timing.json")
 # Samples larger than this (n = 256 evaluations: megabytes each) are not committed: results.json keeps the
 # per-problem counts and entropies that compare judges from. Such an evaluation is rescored (another built-in
 # reward) only where its samples still are.

@@ -55,11 +55,12 @@ CALIBRATED = ("compare", "compare-64-tokens", "compare-greedy")
 BACKEND_SPEED = {"hf": 1.0, "vllm": 2.5}  # sampling speed relative to hf on these CPUs (docs/vllm.md)
 
 
-def evaluation_estimate(task: str, label: str, only: tuple[str, ...] = ()) -> float:
-    """How long evaluating `label` takes: the machine's estimate for the calibrated comparisons, in proportion to
-    the completion tokens each of `label`'s comparisons (those named in `only`, if any) samples (n x tokens:
-    Countdown's first is 512 of 800) and to its backend's speed. An evaluation a comparison reuses from another
-    (`reuses`) costs nothing again."""
+def evaluation_estimate(task: str, label: str, only: tuple[str, ...] = (), folder: Path | None = None) -> float:
+    """How long evaluating `label` takes: for each of its comparisons (those named in `only`, if any), the
+    longest evaluation of it measured on this kind of machine (`measured_evaluation_seconds`, in FOLDER/COMPARISON),
+    else the machine's estimate for the calibrated comparisons in proportion to the completion tokens it samples
+    (n x tokens: Countdown's first is 512 of 800) and to its backend's speed. An evaluation a comparison reuses
+    from another (`reuses`) costs nothing again."""
     tokens = {c: c.n * (c.tokens or TASKS[task]["max_tokens"]) for c in comparisons(task)}
     by_folder = {c.folder: c for c in tokens}
 
@@ -68,8 +69,33 @@ def evaluation_estimate(task: str, label: str, only: tuple[str, ...] = ()) -> fl
         return c.includes(label) and not reused and (not only or c.folder in only)
 
     calibrated = sum(n for c, n in tokens.items() if c.folder in CALIBRATED)
-    work = sum(n / BACKEND_SPEED[c.backend] for c, n in tokens.items() if sampled(c))
-    return evaluation_seconds() * work / calibrated
+    total = 0.0
+    for comparison, n in tokens.items():
+        if sampled(comparison):
+            measured = measured_evaluation_seconds(folder / comparison.folder) if folder else None
+            default = evaluation_seconds() * n / BACKEND_SPEED[comparison.backend] / calibrated
+            total += default if measured is None else measured
+    return total
+
+
+MEASURED_MARGIN = 1.2  # on a measured evaluation's time: answers' lengths differ between entries
+EVALUATION_START = 120.0  # seconds to start its server and load (or rebuild) the weights, not in timing.json
+
+
+def measured_evaluation_seconds(comparison_dir: Path) -> float | None:
+    """How long an evaluation of this comparison takes here: the longest of its finished evaluations' sampling
+    (evals/LABEL/timing.json, written by `seedcast compare`) on this kind of machine, with a margin and the
+    start-up; None where none was timed here."""
+    here = machine_kind()
+    seconds = []
+    for path in sorted(comparison_dir.glob("evals/*/timing.json")):
+        try:
+            timing = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # advisory only: an unreadable record leaves the calibrated estimate
+        if isinstance(timing, dict) and timing.get("machine") == here and timing.get("seconds_per_call"):
+            seconds.append(timing["seconds_per_call"] * timing["calls"])
+    return max(seconds) * MEASURED_MARGIN + EVALUATION_START if seconds else None
 
 
 def summary(run_dir: Path) -> dict:

@@ -10,6 +10,9 @@ problems, the options, the evaluator, the instruction, the backend and the dtype
 else is set aside as partial.stale.jsonl, never mixed in. Each finished call is appended as one line and flushed
 to disk; a line cut off mid-write (the process killed) is dropped, and the file rewritten without it, on the
 next start. The file is removed once results.json and samples.jsonl are written.
+
+Each call's line also keeps the seconds it took, so `timing` can say how long the whole evaluation took to sample
+across sessions (OUT/timing.json): what the next evaluation of its kind will take on this machine.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from seedcast.proto import seedcast_pb2 as pb
 log = logging.getLogger("seedcast.eval")
 PARTIAL_FILE = "partial.jsonl"
 STALE_FILE = "partial.stale.jsonl"
+TIMING_FILE = "timing.json"  # how long the finished evaluation took to sample, and on which kind of machine
 
 
 def problem_records(reply: pb.SampleReply) -> list[dict]:
@@ -47,6 +51,7 @@ class EvalProgress:
     def __init__(self, out_dir: Path, header: dict) -> None:
         self.path = out_dir / PARTIAL_FILE
         self.header = json.loads(json.dumps(header))  # as it reads back: lists, string keys
+        self.seconds: dict[int, float] = {}  # the sampling seconds of each finished call whose line records them
 
     def load(self) -> dict[int, list[dict]]:
         """The calls finished before, by position, when the file records this same evaluation; else none (a
@@ -71,6 +76,8 @@ class EvalProgress:
             try:
                 row = json.loads(line)
                 done[int(row["call"])] = row["problems"]
+                if isinstance(row.get("seconds"), int | float):
+                    self.seconds[int(row["call"])] = float(row["seconds"])
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 log.warning("%s: dropping a call cut off mid-write", self.path)
         self._write(done)
@@ -78,17 +85,36 @@ class EvalProgress:
             log.info("%s: resuming, %d Sample calls already made", self.path, len(done))
         return done
 
-    def record(self, call: int, problems: list[dict]) -> None:
-        """Append one finished call, on disk before this returns."""
+    def record(self, call: int, problems: list[dict], seconds: float | None = None) -> None:
+        """Append one finished call (and the seconds it took to sample, where known), on disk before this returns."""
+        if seconds is not None:
+            self.seconds[call] = seconds
         with self.path.open("a") as handle:
-            handle.write(json.dumps({"call": call, "problems": problems}) + "\n")
+            handle.write(json.dumps(self._row(call, problems)) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+    def timing(self, calls: int) -> dict:
+        """How long the evaluation's `calls` Sample calls took: the seconds of those whose time is known (calls
+        recorded before times were kept have none) and their mean, from which a whole evaluation's time follows."""
+        timed = [self.seconds[c] for c in range(calls) if c in self.seconds]
+        return {
+            "calls": calls,
+            "timed_calls": len(timed),
+            "sampling_seconds": sum(timed),
+            "seconds_per_call": sum(timed) / len(timed) if timed else None,
+        }
 
     def finish(self) -> None:
         """The evaluation's results are written: the partial record has served."""
         self.path.unlink(missing_ok=True)
 
     def _write(self, done: dict[int, list[dict]]) -> None:
-        lines = [json.dumps(self.header), *(json.dumps({"call": c, "problems": done[c]}) for c in sorted(done))]
+        lines = [json.dumps(self.header), *(json.dumps(self._row(c, done[c])) for c in sorted(done))]
         write_atomically(self.path, "".join(line + "\n" for line in lines), durable=True)
+
+    def _row(self, call: int, problems: list[dict]) -> dict:
+        row: dict = {"call": call, "problems": problems}
+        if call in self.seconds:
+            row["seconds"] = self.seconds[call]
+        return row

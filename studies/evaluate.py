@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import statistics
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -36,10 +37,11 @@ from seedcast.optimizer.eval_set import wire_problem
 from seedcast.optimizer.fleet.client import ServerClient
 from seedcast.optimizer.fleet.for_run import fleet_for_run
 from seedcast.optimizer.fleet.scheduler import FleetExhaustedError
+from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
-from seedcast.studies.eval_resume import EvalProgress, problem_records
+from seedcast.studies.eval_resume import TIMING_FILE, EvalProgress, problem_records
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
@@ -262,9 +264,10 @@ def _prompt(problem: Problem) -> str:
 
 
 async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
-    """Start or connect the servers, sample, score, summarize; writes samples.jsonl, results.json and pass_at_k.png.
-    Resumable: each finished Sample call is kept in OUT/partial.jsonl (studies/eval_resume.py), and the same
-    evaluation started again makes only the calls still missing."""
+    """Start or connect the servers, sample, score, summarize; writes samples.jsonl, results.json, pass_at_k.png and
+    timing.json (how long the sampling took, on which kind of machine). Resumable: each finished Sample call is
+    kept in OUT/partial.jsonl (studies/eval_resume.py), and the same evaluation started again makes only the calls
+    still missing."""
     check_installed(config.report_to)  # before any sampling
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
@@ -306,10 +309,14 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         progress = EvalProgress(out_dir, {**header, "weights": state.weights_fingerprint, "inference": inference})
         done = progress.load()
         pending = [index for index in range(len(requests)) if index not in done]
+        last_reply = [time.monotonic()]
 
         def keep(position: int, reply: pb.SampleReply) -> None:
+            # Seconds since the previous reply: where several servers overlap their calls, these still add up
+            # to the evaluation's wall time.
+            seconds, last_reply[0] = time.monotonic() - last_reply[0], time.monotonic()
             done[pending[position]] = problem_records(reply)
-            progress.record(pending[position], done[pending[position]])
+            progress.record(pending[position], done[pending[position]], seconds=seconds)
 
         await sample_all(fleet.active, [requests[i] for i in pending], on_reply=keep, already_done=len(done))
     finally:
@@ -349,6 +356,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
     if hacked is not None:
         results["stated_wrong_result_rate"] = hacked
     write_atomically(out_dir / "samples.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    timing = {**progress.timing(len(requests)), "machine": machine_kind()}  # how long its kind takes here
+    write_atomically(out_dir / TIMING_FILE, json.dumps(timing, indent=2) + "\n")
     write_atomically(out_dir / "results.json", json.dumps(results, indent=2) + "\n")  # last: marks it complete
     progress.finish()
     plot_pass_at_k([(config.model.name, results)], out_dir / "pass_at_k.png")

@@ -139,7 +139,9 @@ def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_pat
     for folder in ("compare", "compare-64-tokens"):  # these keep the original's: not counted
         _evaluated(plan.folder / folder, "grpo@1", original)
     counted = []
-    monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", lambda task, label, only=(): counted.append(only) or 1800.0)
+    monkeypatch.setattr(
+        es_vs_grpo, "evaluation_estimate", lambda task, label, only=(), folder=None: counted.append(only) or 1800.0
+    )
     plan.stop_by = es_vs_grpo.time.time() + 1200.0  # the training fits, training and evaluations do not
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
         plan.evaluate("grpo@1", original)

@@ -61,3 +61,25 @@ def test_the_evaluation_estimate_counts_only_the_named_comparisons(monkeypatch):
     main_only = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@0", ("compare",))
     reused = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@0", ("compare-lowrank",))
     assert every > main_only > 0 and reused == 0  # compare-lowrank reuses the main comparison's evaluation
+
+
+def _timed(comparison_dir: Path, label: str, calls: int, seconds_per_call: float, machine: dict) -> None:
+    folder = comparison_dir / "evals" / label
+    folder.mkdir(parents=True)
+    timing = {"calls": calls, "timed_calls": calls, "seconds_per_call": seconds_per_call, "machine": machine}
+    (folder / "timing.json").write_text(json.dumps(timing))
+
+
+def test_an_evaluation_measured_on_this_kind_of_machine_sets_the_estimate_of_the_next(tmp_path, monkeypatch):
+    here, elsewhere = {"isa": "avx2", "cores": 2}, {"isa": "avx2", "cores": 16}
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: here)
+    default = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare-256",), tmp_path)
+    _timed(tmp_path / "compare-256", "grpo@0", 32, 1.0, elsewhere)  # another kind of machine: says nothing here
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare-256",), tmp_path) == default
+    _timed(tmp_path / "compare-256", "grpo@1", 32, 30.0, here)
+    _timed(tmp_path / "compare-256", "es:wall@0", 32, 60.0, here)  # the longest of a comparison's counts
+    expected = 32 * 60.0 * es_vs_grpo_time.MEASURED_MARGIN + es_vs_grpo_time.EVALUATION_START
+    assert es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare-256",), tmp_path) == expected
+    assert expected < default  # the calibrated estimate is the conservative one
+    compare_only = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare",), tmp_path)
+    assert compare_only == es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare",))  # untimed

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from seedcast.studies.eval_resume import PARTIAL_FILE, STALE_FILE, EvalProgress
+from seedcast.studies.eval_resume import PARTIAL_FILE, STALE_FILE, TIMING_FILE, EvalProgress
 from seedcast.studies.evaluate import EvalOptions, eval_config, run_eval
 
 REWARD = "task.evaluator=tests.tiny_model:contains_digit_reward"
@@ -30,8 +30,8 @@ def test_an_evaluation_cut_off_and_run_again_equals_one_made_at_once(tmp_path, t
     recorded = []
     record = EvalProgress.record
 
-    def record_then_die(self, call, problems):
-        record(self, call, problems)
+    def record_then_die(self, call, problems, seconds=None):
+        record(self, call, problems, seconds)
         recorded.append(call)
         if cut_after_first:
             raise _CutOff
@@ -51,6 +51,11 @@ def test_an_evaluation_cut_off_and_run_again_equals_one_made_at_once(tmp_path, t
     assert resumed == whole
     assert (tmp_path / "cut" / "samples.jsonl").read_text() == (tmp_path / "whole" / "samples.jsonl").read_text()
     assert not (tmp_path / "cut" / PARTIAL_FILE).exists()
+    timing = json.loads((tmp_path / "cut" / TIMING_FILE).read_text())
+    assert timing["calls"] == timing["timed_calls"] == 3  # the call made before the cut keeps its time
+    assert timing["sampling_seconds"] > 0
+    assert timing["sampling_seconds"] == pytest.approx(3 * timing["seconds_per_call"])
+    assert timing["machine"]["cores"] >= 1
 
 
 def test_a_record_of_other_samples_is_set_aside_and_never_mixed_in(tmp_path):
@@ -72,3 +77,20 @@ def test_a_call_cut_off_mid_write_is_dropped_and_the_file_made_whole(tmp_path):
     assert again.load() == {2: [{"rewards": [0.0, 1.0]}]}
     again.record(0, [{"rewards": [1.0]}])
     assert EvalProgress(tmp_path, header).load() == {0: [{"rewards": [1.0]}], 2: [{"rewards": [0.0, 1.0]}]}
+
+
+def test_each_calls_seconds_survive_a_resume_and_calls_recorded_without_them_count_as_untimed(tmp_path):
+    header = {"weights": "spec:m"}
+    EvalProgress(tmp_path, header).load()
+    with (tmp_path / PARTIAL_FILE).open("a") as handle:  # a call recorded before times were kept
+        handle.write(json.dumps({"call": 0, "problems": [{"rewards": [1.0]}]}) + "\n")
+    first = EvalProgress(tmp_path, header)
+    first.load()
+    first.record(1, [{"rewards": [0.0]}], seconds=2.0)
+    with (tmp_path / PARTIAL_FILE).open("a") as handle:
+        handle.write('{"call": 2, "problems": [{"rewa')  # cut off: the file is rewritten on the next load
+    again = EvalProgress(tmp_path, header)
+    again.load()
+    again.record(2, [{"rewards": [1.0]}], seconds=4.0)
+    assert again.timing(3) == {"calls": 3, "timed_calls": 2, "sampling_seconds": 6.0, "seconds_per_call": 3.0}
+    assert EvalProgress(tmp_path, header).timing(3)["timed_calls"] == 0  # nothing loaded yet
