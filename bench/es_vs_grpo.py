@@ -162,15 +162,20 @@ class Plan:
     def evaluate(self, label: str, run_dir: Path | str, rebuildable: bool = False) -> None:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
         evaluations: the final comparisons then reuse them, in this session or a later one. A `rebuildable` run
-        (ES: its update log rebuilds its weights; the base model) whose evaluations would not end by --stop-by
-        leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot.
+        (ES: its update log rebuilds its weights; the base model) whose missing evaluations would not end by
+        --stop-by leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot.
         With `runs_first` (--runs-first) a rebuildable run's evaluations always wait."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
             print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
             return
-        ends = time.time() + evaluation_estimate(self.task, label, self.only, self.folder)
+        missing = tuple(
+            c.folder
+            for c in self.comparisons
+            if c.includes(label) and not (self.folder / c.folder / "evals" / label / "results.json").is_file()
+        )  # an evaluation made before costs only compare's check that it still matches
+        ends = time.time() + (evaluation_estimate(self.task, label, missing, self.folder) if missing else 0.0)
         if rebuildable and self.stop_by and ends > self.stop_by:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return

@@ -83,3 +83,16 @@ def test_an_evaluation_measured_on_this_kind_of_machine_sets_the_estimate_of_the
     assert expected < default  # the calibrated estimate is the conservative one
     compare_only = es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare",), tmp_path)
     assert compare_only == es_vs_grpo_time.evaluation_estimate("synthetic", "es:wall@1", ("compare",))  # untimed
+
+
+def test_evaluations_already_made_are_not_left_for_later_by_stop_by(tmp_path, monkeypatch, capsys):
+    plan, commands, _ = _recording_plan(monkeypatch, tmp_path, ("compare-256",))
+    plan.stop_by = es_vs_grpo.time.time() + 60.0  # no n = 256 evaluation fits in a minute
+    plan.evaluate("es:wall@1", tmp_path / "es", rebuildable=True)
+    assert commands == [] and "left for a later invocation" in capsys.readouterr().out
+    made = plan.folder / "compare-256" / "evals" / "es:wall@1"
+    made.mkdir(parents=True)
+    (made / "results.json").write_text("{}")
+    plan.evaluate("es:wall@1", tmp_path / "es", rebuildable=True)  # compare's cache checks and reuses it
+    assert [c[c.index("--out") + 1] for c in commands] == [str(plan.folder / "compare-256")]
+    assert "left for a later invocation" not in capsys.readouterr().out
