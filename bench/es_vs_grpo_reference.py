@@ -5,11 +5,13 @@ Where the task's GRPO runs and probe recorded this kind of machine, they are the
 machine records (the arithmetic task's) or were timed on another kind of machine, GRPO's wall time comes from GRPO
 trained again here from each run's recorded command (`NAME~retrained`, the runs the pass@k curve to 256 measures
 anyway) and ES-best's pace from the probe made again here (`es:completions@0~retimed`), so no budget is timed on
-one machine and spent on another.
+one machine and spent on another. A run made again that an earlier session timed on another kind of machine is
+made again here.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from es_vs_grpo_retrain import retrain, retrained_dir
 from es_vs_grpo_tasks import probe_iterations
 from es_vs_grpo_time import PROBE, summary
 
-from seedcast.optimizer.machine import machine_kind
+from seedcast.optimizer.machine import describe, machine_kind
 
 RETIMED_PROBE = PROBE + "~retimed"
 
@@ -27,6 +29,7 @@ def pace_reference(plan, make_es: Callable, probe: Path) -> Path:
     machine, else the probe made again here (a few minutes; it needs no GRPO run)."""
     if summary(probe).get("machine") == machine_kind():
         return probe
+    discard_if_timed_elsewhere(plan, plan.folder / RETIMED_PROBE)
     return make_es(RETIMED_PROBE, probe_iterations(plan.task), 0)
 
 
@@ -41,6 +44,7 @@ def wall_reference(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) 
         timed = []
         for run in grpo_runs:
             again = retrained_dir(run)
+            discard_if_timed_elsewhere(plan, again)
             timed.append(again if (again / "summary.json").is_file() else retrain(plan, run))
         if any(not summary(run) for run in timed):
             return timed, 0.0, {}
@@ -49,3 +53,12 @@ def wall_reference(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) 
     if not summary(pace) or None in walls:
         return [*timed, pace], 0.0, {}
     return [*timed, pace], sum(walls) / len(walls), summary(pace)
+
+
+def discard_if_timed_elsewhere(plan, run_dir: Path) -> None:
+    """Remove a run made again to be timed here that recorded another kind of machine (`runs/` kept from a session
+    on another machine), so that it is made again here: a wall time means nothing on another kind."""
+    recorded = summary(run_dir).get("machine")
+    if recorded and recorded != machine_kind() and not plan.dry_run:
+        print(f"# {run_dir.name} was timed on {describe(recorded)}, not here: made again", flush=True)
+        shutil.rmtree(run_dir)

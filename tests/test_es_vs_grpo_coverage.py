@@ -68,6 +68,21 @@ def test_the_budget_comes_from_runs_timed_here_or_from_grpo_and_the_probe_made_a
     assert trained == ["far"] and pace == {}  # GRPO is trained again first; the budget waits for it
 
 
+def test_runs_made_again_on_another_kind_of_machine_are_made_again_here(tmp_path, monkeypatch):
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    unrecorded = [_finished(plan.folder / "old@0", 1500.0, None)]
+    _finished(plan.folder / "old@0~retrained", 900.0, ELSEWHERE)  # an earlier session's, on another machine
+    _finished(plan.folder / reference.RETIMED_PROBE, 50.0, ELSEWHERE, steps=5)
+    trained, made = [], []
+    monkeypatch.setattr(reference, "retrain", lambda plan, run: trained.append(run.name) or plan.folder / "later")
+    old_probe = _finished(plan.folder / "old-probe", 50.0, None, steps=5)
+    _, _, pace = reference.wall_reference(plan, _maker(plan.folder, made), unrecorded, old_probe)
+    assert trained == ["old@0"] and pace == {}
+    _finished(plan.folder / "old@0~retrained", 900.0, machine_kind())
+    _, wall, pace = reference.wall_reference(plan, _maker(plan.folder, made, wall=80.0), unrecorded, old_probe)
+    assert [m[0] for m in made] == [reference.RETIMED_PROBE] and wall == 900.0 and pace["wall_seconds"] == 80.0
+
+
 def test_k_is_the_candidate_with_the_best_pass_at_16_on_the_in_training_eval_set(tmp_path):
     for k, score in ((2, 0.61), (8, 0.66), (4, 0.66)):
         folder = tmp_path / "evals" / f"coverage:wall@k{k}"
