@@ -314,7 +314,8 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
         def keep(position: int, reply: pb.SampleReply) -> None:
             # Seconds since the previous reply: where several servers overlap their calls, these still add up
             # to the evaluation's wall time.
-            seconds, last_reply[0] = time.monotonic() - last_reply[0], time.monotonic()
+            now = time.monotonic()
+            seconds, last_reply[0] = now - last_reply[0], now
             done[pending[position]] = problem_records(reply)
             progress.record(pending[position], done[pending[position]], seconds=seconds)
 
