@@ -17,11 +17,9 @@ from pathlib import Path
 
 from es_vs_grpo_retrain import retrain, retrained_dir
 from es_vs_grpo_tasks import probe_iterations
-from es_vs_grpo_time import PROBE, summary
+from es_vs_grpo_time import RETIMED_PROBE, summary
 
 from seedcast.optimizer.machine import describe, machine_kind
-
-RETIMED_PROBE = PROBE + "~retimed"
 
 
 def pace_reference(plan, make_es: Callable, probe: Path) -> Path:

@@ -15,6 +15,7 @@ from es_vs_grpo_tasks import TASKS, comparisons
 from seedcast.optimizer.machine import describe, machine_kind
 
 PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
+RETIMED_PROBE = PROBE + "~retimed"  # the probe made again on this kind of machine (es_vs_grpo_reference.py)
 
 
 class Estimates(NamedTuple):
@@ -109,12 +110,20 @@ class OutOfTime(Exception):
 
 
 def grpo_training_seconds(folder: Path, steps: int) -> float:
-    """How long a GRPO run of `steps` steps trains, from the task's finished GRPO runs."""
+    """How long a GRPO run of `steps` steps trains, from the task's finished GRPO runs: those timed on this kind
+    of machine where there are any (a retrained run), else all of them (older runs predate machine records)."""
     done = [summary(path.parent) for path in folder.glob("**/summary.json")]
     done = [s for s in done if s.get("method") == "grpo" and s.get("steps")]
+    done = timed_here(done) or done
     steps_done = sum(s["steps"] for s in done)
     per_step = sum(s["wall_seconds"] for s in done) / steps_done if done else estimates().grpo_step
     return per_step * steps
+
+
+def timed_here(summaries: list[dict]) -> list[dict]:
+    """The run summaries that recorded this kind of machine."""
+    here = machine_kind()
+    return [s for s in summaries if s.get("machine") == here]
 
 
 def grpo_seconds(folder: Path, steps: int) -> float:
@@ -123,9 +132,11 @@ def grpo_seconds(folder: Path, steps: int) -> float:
 
 
 def es_seconds(folder: Path, iterations: int) -> float:
-    """How long an ES run of `iterations` takes, from the probe run once it exists. Its evaluations may wait for a
-    later session (its update log rebuilds its weights), so they are not counted."""
-    probe = summary(folder / PROBE)
+    """How long an ES run of `iterations` takes, from the probe once it exists: the one timed on this kind of
+    machine where there is one (the probe or the probe made again here), else the original probe. Its evaluations
+    may wait for a later session (its update log rebuilds its weights), so they are not counted."""
+    probes = [summary(folder / PROBE), summary(folder / RETIMED_PROBE)]
+    probe = next(iter(timed_here(probes)), probes[0])
     if not probe.get("steps"):
         defaults = estimates()
         return defaults.es_start + defaults.es_iteration * iterations

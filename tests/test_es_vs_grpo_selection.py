@@ -96,3 +96,30 @@ def test_evaluations_already_made_are_not_left_for_later_by_stop_by(tmp_path, mo
     plan.evaluate("es:wall@1", tmp_path / "es", rebuildable=True)  # compare's cache checks and reuses it
     assert [c[c.index("--out") + 1] for c in commands] == [str(plan.folder / "compare-256")]
     assert "left for a later invocation" not in capsys.readouterr().out
+
+
+def test_run_estimates_prefer_the_runs_timed_on_this_kind_of_machine(tmp_path, monkeypatch):
+    here, elsewhere = {"isa": "amx_bf16", "cores": 2}, {"isa": "avx512_bf16", "cores": 2}
+    monkeypatch.setattr(es_vs_grpo_time, "machine_kind", lambda: here)
+
+    def record(name: str, **fields) -> None:
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "summary.json").write_text(json.dumps(fields))
+
+    record(es_vs_grpo_time.PROBE, method="es", steps=5, wall_seconds=150.0, wall_seconds_this_session=250.0)
+    assert es_vs_grpo_time.es_seconds(tmp_path, 10) == pytest.approx(100.0 + 10 * 30.0)  # nothing timed here yet
+    record(
+        es_vs_grpo_time.RETIMED_PROBE,
+        method="es",
+        steps=5,
+        wall_seconds=220.0,
+        wall_seconds_this_session=300.0,
+        machine=here,
+    )
+    assert es_vs_grpo_time.es_seconds(tmp_path, 10) == pytest.approx(80.0 + 10 * 44.0)
+
+    record("grpo@1", method="grpo", steps=10, wall_seconds=1000.0)  # before machine records
+    record("grpo@2", method="grpo", steps=10, wall_seconds=2000.0, machine=elsewhere)
+    assert es_vs_grpo_time.grpo_training_seconds(tmp_path, 10) == pytest.approx(1500.0)
+    record("grpo@1~retrained", method="grpo", steps=10, wall_seconds=1600.0, machine=here)
+    assert es_vs_grpo_time.grpo_training_seconds(tmp_path, 10) == pytest.approx(1600.0)
