@@ -177,12 +177,15 @@ def compare(args: argparse.Namespace) -> int:
     if args.claims:
         from seedcast.studies.claims import group_entries, write_claims
         from seedcast.studies.claims_plot import plot_group_curves
-        from seedcast.studies.claims_report import write_claims_report
+        from seedcast.studies.claims_report import append_claims_to_report, write_claims_report
 
         part = write_claims(Path(args.claims), args.claims_task or args.task, entries, options.ks, command)
         found = next((c["crossover"] for c in part["claims"] if "crossover" in c), {})
         crossovers = {name: where["k"] for name, where in found.items()}
-        plot_group_curves(group_entries(entries), max(options.ks), out / "pass_at_k_groups.png", crossovers)
+        groups_plot = plot_group_curves(
+            group_entries(entries), max(options.ks), out / "pass_at_k_groups.png", crossovers
+        )
+        append_claims_to_report(out / "report.md", args.claims_task or args.task, part, groups_plot.name)
         for claim in part["claims"]:
             print(f"claim {claim['claim']}: {claim['verdict']}")
         report = write_claims_report(Path(args.claims))

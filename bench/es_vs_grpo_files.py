@@ -26,7 +26,15 @@ RUN_FILES = (
     "trl_log.jsonl",
     "init-model/seedcast_export.json",
 )
-COMPARE_FILES = ("report.md", "compare.json", "pass_at_k.png", "reward_curves.png", "geometry.png")
+# pass_at_k_groups.png: the methods' curves and crossovers, made where the comparison writes claims.
+COMPARE_FILES = (
+    "report.md",
+    "compare.json",
+    "pass_at_k.png",
+    "pass_at_k_groups.png",
+    "reward_curves.png",
+    "geometry.png",
+)
 # What `seedcast compare` needs to compare an entry again without its weights (and to judge the claims).
 EVAL_FILES = ("results.json", "samples.jsonl", "entry.json", "geometry.json", "timing.json")
 # Samples larger than this (n = 256 evaluations: megabytes each) are not committed: results.json keeps the

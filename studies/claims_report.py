@@ -103,3 +103,11 @@ def write_claims_report(claims_path: Path) -> Path:
     target = claims_path.with_suffix(".md")
     write_atomically(target, render_claims(json.loads(claims_path.read_text())))
     return target
+
+
+def append_claims_to_report(report: Path, task: str, part: dict, groups_plot: str) -> None:
+    """Add the comparison's claims (the verdicts and the numbers behind them) and its groups' pass@k plot to its
+    report.md, so the report shows the crossover a reader came for without opening claims.md."""
+    lines = [f"## Claims (`{task}` in the claims file)", "", *_claims_table(part.get("claims", [])), ""]
+    lines.append(f"Every method's pass@k with its 95% band, and a dotted line at any crossover: `{groups_plot}`.")
+    write_atomically(report, report.read_text().rstrip() + "\n\n" + "\n".join(lines) + "\n")

@@ -43,6 +43,7 @@ from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
 from seedcast.studies.eval_resume import TIMING_FILE, EvalProgress, problem_records
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
+from seedcast.studies.pass_at_k_plot import plot_pass_at_k
 from seedcast.studies.reward_hacking import stated_wrong_result_rate
 
 log = logging.getLogger("seedcast.eval")
@@ -167,35 +168,6 @@ def summarize(outcomes: list[ProblemOutcome], options: EvalOptions) -> dict:
         "finished_samples": len(finished),
         "correct_threshold": CORRECT_THRESHOLD,
     }
-
-
-def plot_pass_at_k(curves: list[tuple[str, dict]], path: Path) -> None:
-    """pass@k against k (log2 axis) for each (label, results), with 95% bootstrap bands."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7, 4.5), dpi=120)
-    all_ks: set[int] = set()
-    for label, results in curves:
-        rows = results["pass_at_k"]
-        ks = sorted(int(k) for k in rows)
-        all_ks.update(ks)
-        axis.plot(ks, [rows[str(k)]["mean"] for k in ks], marker="o", label=label)
-        axis.fill_between(ks, [rows[str(k)]["ci95"][0] for k in ks], [rows[str(k)]["ci95"][1] for k in ks], alpha=0.15)
-    axis.set_xscale("log", base=2)
-    axis.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
-    axis.set_xlabel("k")
-    axis.set_ylabel("pass@k")
-    axis.set_ylim(0, 1)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    first = curves[0][1]
-    axis.set_title(f"pass@k on {first['problems']} problems, n={first['samples_per_problem']} (bands: 95% bootstrap)")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
 
 
 def eval_config(

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from seedcast.studies.compare import Entry, paired_difference
-from seedcast.studies.evaluate import plot_pass_at_k
+from seedcast.studies.pass_at_k_plot import plot_pass_at_k
 
 
 def _plt():

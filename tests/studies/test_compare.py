@@ -149,6 +149,8 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         {"difference"} if checked["es_beats_grpo_at_large_k"]["crossover"]["es"]["k"] else set()
     )
     assert (out / "pass_at_k_groups.png").stat().st_size > 1000  # the groups' curves with their bands
+    claimed = (out / "report.md").read_text().split("## Claims (`tiny` in the claims file)")[1]
+    assert "`pass_at_k_groups.png`" in claimed and "| `es_beats_grpo_at_large_k` | **" in claimed
     assert "Parameter geometry" not in (out / "report.md").read_text()
     # A cache is reused whatever dtype `auto` served; a dtype asked for by name is sampled in that very one.
     recorded_dtype = json.loads(cached.read_text())["inference"]["dtype"]
