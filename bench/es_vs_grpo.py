@@ -62,6 +62,7 @@ settings and comparisons: bench/es_vs_grpo_tasks.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import shutil
@@ -307,11 +308,14 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     try:
         for setting in settings:
             grid[json.dumps(setting)] = grpo(plan, "grid/" + "-".join(setting.values()), setting, 0)
+        evaluate_grid_leader(plan, grid)  # may train it again first (its weights gone): that too may not fit
     except OutOfTime:
-        evaluate_grid_leader(plan, grid)  # the grid spans sessions: evaluate its best run while its weights exist
+        # The grid spans sessions: evaluate its best run while its weights exist, unless its evaluations (or its
+        # retraining) would not end by --stop-by either.
+        with contextlib.suppress(OutOfTime):
+            evaluate_grid_leader(plan, grid)
         use_waiting_time(plan, partial(es, plan), stages, [d for d in grid.values() if (d / "summary.json").is_file()])
         raise
-    evaluate_grid_leader(plan, grid)
     if not all((d / "summary.json").is_file() for d in grid.values()):
         print("# later stages depend on the grid's results", flush=True)
         return

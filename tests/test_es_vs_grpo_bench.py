@@ -238,6 +238,31 @@ def test_time_before_stop_by_too_short_for_a_grpo_run_goes_to_the_probe_and_the_
     assert made == ["eval:grpo@0"]  # --until grpo: nothing of a later stage
 
 
+def test_a_grid_leader_whose_retraining_would_not_fit_leaves_the_time_to_what_waits_on_no_grpo_run(
+    tmp_path, monkeypatch
+):
+    """Every grid run is finished but grpo@0's weights are gone and its retraining would not end by --stop-by: the
+    probe and the base's evaluations are made meanwhile, not nothing."""
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 3600)
+    made = _stage_recorder(plan, monkeypatch, probe_fits=True)
+    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
+    monkeypatch.setattr(es_vs_grpo, "grpo", lambda plan, name, *args, **kwargs: plan.folder / name)
+    for name in ("3e-5-1.0", "1e-4-1.0"):
+        _write(plan.folder / "grid" / name / "summary.json", json.dumps({"method": "grpo", "wall_seconds": 1.0}))
+        _write(plan.folder / "grid" / name / "metrics.jsonl", json.dumps({"eval_reward": 0.5}))
+    evaluated = []
+
+    def evaluate(label, run_dir, rebuildable=False):
+        if label == "grpo@0":
+            raise es_vs_grpo_time.OutOfTime("grid/1e-4-1.0~retrained would take about 119 min with its evaluations")
+        evaluated.append(label)
+
+    monkeypatch.setattr(plan, "evaluate", evaluate)
+    with pytest.raises(es_vs_grpo_time.OutOfTime, match="119 min"):
+        es_vs_grpo.run_plan(plan, argparse.Namespace(task="countdown", until="compare", claims="claims.json"))
+    assert made == ["run:es:completions@0:2"] and evaluated == ["base", "es:completions@0"]
+
+
 def test_the_waiting_time_also_goes_to_es_runs_an_earlier_session_finished(tmp_path, monkeypatch):
     """Their update logs rebuild them, so their evaluations wait on no GRPO run; those not yet made are skipped."""
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False, stop_by=time.time() + 3600)
