@@ -65,8 +65,9 @@ def test_the_comparisons_are_the_committed_ones(task, grid_leader):
     assert {"grpo@0", "es:wall@2", "format:wall@0"} <= set(entries)  # the records every comparison measures
     published = REPO_ROOT / "docs" / "results" / "es-vs-grpo" / task
     made = [c for c in es_vs_grpo.comparisons(task) if (published / c.folder / "report.md").is_file()]
-    # The pass@k curve to 256 is made once its evaluations per task exist (docs/es-vs-grpo.md).
-    still_to_come = {"compare-256", "compare-256-strict"}
+    # Countdown's pass@k curve to 256 is made once its evaluations exist (docs/es-vs-grpo.md); the arithmetic
+    # task's is made.
+    still_to_come = {"compare-256", "compare-256-strict"} if task == "countdown" else set()
     assert {c.folder for c in es_vs_grpo.comparisons(task)} - {c.folder for c in made} <= still_to_come
     for comparison in made:
         report = published / comparison.folder / "report.md"
