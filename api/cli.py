@@ -10,6 +10,9 @@ seedcast eval --model exported/ --n 16 --out evals/es  # pass@k, entropy, distin
 seedcast grpo --config configs/synthetic-cpu.yaml       # the GRPO baseline (TRL) on the same task
 seedcast train --init-from runs/GRPO_RUN                # hybrid: GRPO -> ES (and grpo --init-from ES_RUN)
 seedcast compare base=smollm2-135m-instruct es=runs/ES grpo=runs/GRPO --out report/
+
+Exit status: 0 done, 2 a problem to fix (one line says what), 3 an evaluation paused at --sample-until (the same
+command resumes it), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,9 +23,13 @@ import sys
 
 import seedcast
 from seedcast import commands
+from seedcast.clock_time import sample_until_argument
 from seedcast.inference_server.backends.dtype_names import DTYPE_NAMES
 from seedcast.optimizer.shipped_configs import shipped_config_names
 from seedcast.proto.errors import SeedcastError
+from seedcast.studies.eval_resume import EvaluationPaused
+
+EXIT_PAUSED = 3  # an evaluation stopped at --sample-until, its finished calls kept for the same command
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -44,6 +51,15 @@ def _add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="tokens per completion at most (default: 256)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and synthetic problems (default: 0)")
     parser.add_argument("--no-entropy", action="store_true", help="skip the token entropy (recorded while generating)")
+    parser.add_argument(
+        "--sample-until",
+        type=sample_until_argument,
+        default=None,
+        metavar="HH:MM",
+        help="for evaluations longer than a session: start no Sample call that would not end by HH:MM (local time, "
+        "judged by the longest call so far), then stop with exit status 3; the finished calls stay in the "
+        "evaluation's partial.jsonl and the same command resumes them, here or on a machine that has that file",
+    )
     parser.add_argument(
         "--exclude-training-seeds",
         default="",
@@ -296,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     except SeedcastError as error:  # the user's to fix: one clear line, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except EvaluationPaused as paused:  # --sample-until: stopped on purpose, to be resumed
+        print(f"paused at --sample-until: {paused}", file=sys.stderr)
+        return EXIT_PAUSED
 
 
 if __name__ == "__main__":

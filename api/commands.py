@@ -116,6 +116,7 @@ def evaluate(args: argparse.Namespace) -> int:
         servers=args.servers,
         local=args.local,
         options=eval_options(args),
+        sample_until=args.sample_until,
     )
     curve = ", ".join(f"pass@{k}={row['mean']:.3f}" for k, row in results["pass_at_k"].items())
     entropy = results["mean_token_entropy"]
@@ -162,7 +163,9 @@ def compare(args: argparse.Namespace) -> int:
             + ". Exclude those seeds too, or evaluate on the problem set the runs trained on (--task, --set)"
         )
     scoring = (checked.task.evaluator_spec(), checked.task.instruction_text())
-    evaluate_entries(entries, out, make_config, options, dataset_record(checked), checked.model.dtype, scoring)
+    evaluate_entries(
+        entries, out, make_config, options, dataset_record(checked), checked.model.dtype, scoring, args.sample_until
+    )
     if not args.no_geometry:
         measure_geometry(entries, args.delta_threshold, out)
     if args.evaluate_only:

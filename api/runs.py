@@ -238,10 +238,13 @@ def evaluate(
     servers: str | None = None,
     local: int | None = None,
     options: EvalOptions | None = None,
+    sample_until: float | None = None,
 ) -> dict:
     """pass@k (with 95% intervals), token entropy, distinct answers and truncation of `model` (a model spec,
     model folder or run directory) on `task`, sampled at T = 1 on local servers (or `servers`, host:port,...);
-    writes OUT/results.json. `options` replaces n, ks, max_tokens and seed with every sampling option."""
+    writes OUT/results.json. `options` replaces n, ks, max_tokens and seed with every sampling option. With
+    `sample_until` (a timestamp) it starts no Sample call that would not end by then, and raises
+    `EvaluationPaused` if calls are left: the same call later resumes them."""
     from seedcast.optimizer.run_kinds import model_folder
     from seedcast.studies.evaluate import eval_config, run_eval
 
@@ -261,4 +264,4 @@ def evaluate(
         local=local,
         overrides=overrides,
     )
-    return asyncio.run(run_eval(config, options, Path(out)))
+    return asyncio.run(run_eval(config, options, Path(out), sample_until))

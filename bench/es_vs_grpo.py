@@ -43,20 +43,14 @@ settings, e.g. another wall-time budget, is made again):
    cut them off.
 
 Every run is a `seedcast` command the plan prints, so any one can be repeated by hand. What survives a fresh
-checkout is what is committed (bench/es_vs_grpo_files.py): each finished run's files except weights, copied to
-docs/results/es-vs-grpo/TASK/NAME, and each run's evaluations for every comparison it belongs to, made as soon
-as the run ends (`seedcast compare --evaluate-only`, while its weights exist) and copied to
-docs/results/es-vs-grpo/TASK/COMPARISON/evals/LABEL; commit both as soon as a run ends. The bench restores them
-into OUT first, so a later session neither trains a finished run again nor needs a GRPO run's weights. Wall
-time is only comparable on one kind of machine: a run whose budget matches other runs' wall time is made only
-where they were timed (summary.json records the machine), and the bench stops with both machines named if not.
-With `--stop-by HH:MM` (the next such time, within 12 hours: past midnight too) it starts no run that would not
-end by then (estimated from the task's finished runs, else from bench/es_vs_grpo_time.py's per-machine defaults):
-a run cut short by the end of a session is lost. A GRPO run's estimate counts its evaluations; an ES run's
-evaluations may wait for a later invocation, as its update log rebuilds its weights. When GRPO's next run would
-not fit, the time left goes to what waits on no run still to come, each if it fits: the probe, the base model's
-evaluations, the probe's, then those of ES runs an earlier session finished (bench/es_vs_grpo_waiting.py). Task
-settings and comparisons: bench/es_vs_grpo_tasks.py.
+checkout is what is committed (bench/es_vs_grpo_files.py; commit it as soon as a run ends): each finished run's
+files except weights, and its evaluations for every comparison, made while its weights exist; the bench restores
+them into OUT first. Wall-matched runs are made only on the kind of machine their budget was timed on. With
+`--stop-by HH:MM` it starts no run that would not end by then (bench/es_vs_grpo_time.py estimates): a run cut short
+is lost. An ES run's or the base's evaluations (their weights can be rebuilt) that would not end by then sample
+what fits and pause, their finished calls committed for the next session (bench/es_vs_grpo_partial.py). When
+GRPO's next run would not fit, the time goes to what waits on no run still to come (bench/es_vs_grpo_waiting.py).
+Task settings and comparisons: bench/es_vs_grpo_tasks.py.
 """
 
 from __future__ import annotations
@@ -83,6 +77,14 @@ from es_vs_grpo_files import (
 )
 from es_vs_grpo_lowrank_wall import lowrank_wall_stage
 from es_vs_grpo_lowtemp import lowtemp_stage
+from es_vs_grpo_partial import (
+    MIN_PARTIAL_SECONDS,
+    publish_progress,
+    restore_partials,
+    run_until_paused,
+    sample_until,
+    share_left,
+)
 from es_vs_grpo_retrain import evaluated_run, final_eval, lacking_comparisons, needs_retraining, retrain
 from es_vs_grpo_tasks import (
     BASE_MODEL,
@@ -115,9 +117,10 @@ from es_vs_grpo_waiting import use_waiting_time
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "lowtemp", "coverage", "compare")
 
 
-def seedcast(command: list[str], python: str = sys.executable) -> None:
+def seedcast(command: list[str], python: str = sys.executable) -> bool:
+    """Run a seedcast command; False when it paused at --sample-until (es_vs_grpo_partial.py), True when done."""
     print(shlex.join(["seedcast", *command]), flush=True)
-    subprocess.run([python, "-m", "seedcast.cli", *command], check=True)
+    return run_until_paused([python, "-m", "seedcast.cli", *command])
 
 
 class Plan:
@@ -162,10 +165,9 @@ class Plan:
 
     def evaluate(self, label: str, run_dir: Path | str, rebuildable: bool = False) -> None:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
-        evaluations: the final comparisons then reuse them, in this session or a later one. A `rebuildable` run
-        (ES: its update log rebuilds its weights; the base model) whose missing evaluations would not end by
-        --stop-by leaves them to a later invocation, which makes them when it passes the run again; a GRPO run's cannot.
-        With `runs_first` (--runs-first) a rebuildable run's evaluations always wait."""
+        evaluations for the final comparisons, in this session or a later one. A `rebuildable` run's (ES: its update
+        log rebuilds it; the base model) that would not end by --stop-by samples what fits and pauses (its calls
+        published; with under MIN_PARTIAL_SECONDS left it waits); with `runs_first` it always waits."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
@@ -176,8 +178,12 @@ class Plan:
             for c in self.comparisons
             if c.includes(label) and not (self.folder / c.folder / "evals" / label / "results.json").is_file()
         )  # an evaluation made before costs only compare's check that it still matches
-        ends = time.time() + (evaluation_estimate(self.task, label, missing, self.folder) if missing else 0.0)
-        if rebuildable and self.stop_by and ends > self.stop_by:
+        ends = time.time() + sum(  # less what an earlier session sampled (es_vs_grpo_partial.py)
+            evaluation_estimate(self.task, label, (f,), self.folder) * share_left(self.folder / f / "evals" / label)
+            for f in missing
+        )
+        pause = rebuildable and self.stop_by and ends > self.stop_by  # sample what fits, then commit it
+        if pause and self.stop_by - time.time() < MIN_PARTIAL_SECONDS:
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
         for comparison in self.comparisons:
@@ -191,11 +197,11 @@ class Plan:
                     measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking, self.folder))
                 if self.dry_run:
                     continue
-                labelled = [f"{label}={measured}"]
-                seedcast(
-                    [*compare_command(self.task, comparison, labelled, out), "--evaluate-only"], python_for(comparison)
-                )
-                publish_evals(out, self.task, [label])
+                command = [*compare_command(self.task, comparison, [f"{label}={measured}"], out), "--evaluate-only"]
+                finished = seedcast([*command, *sample_until(self.stop_by if pause else None)], python_for(comparison))
+                kept = publish_progress(out / "evals" / label, publish_evals(out, self.task, [label]) / "evals" / label)
+                if not finished:
+                    raise OutOfTime(f"{label}'s {comparison.folder} evaluation paused; its finished calls: {kept}")
 
 
 def grpo(
@@ -299,7 +305,7 @@ def main() -> None:
 
 def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     """Every stage up to --until, each run skipped when done."""
-    for name in restore(plan.folder, args.task):
+    for name in restore(plan.folder, args.task) + restore_partials(PUBLISHED_ROOT / args.task, plan.folder):
         print(f"# restored {name} from {PUBLISHED_ROOT / args.task}", flush=True)
     stages = STAGES[: STAGES.index(args.until) + 1]
 

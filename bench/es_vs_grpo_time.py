@@ -4,14 +4,14 @@ machine (a wall-time budget timed on one kind means nothing on another)."""
 
 from __future__ import annotations
 
-import argparse
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from es_vs_grpo_tasks import TASKS, comparisons
 
+from seedcast.clock_time import next_clock_time
 from seedcast.optimizer.machine import describe, machine_kind
 
 PROBE = "es:completions@0"  # the ES run that measures ES's seconds per iteration
@@ -145,23 +145,8 @@ def es_seconds(folder: Path, iterations: int) -> float:
 
 
 def stop_time(text: str, now: datetime | None = None) -> float:
-    """The next `HH:MM` (local time) as a timestamp, for --stop-by: today's, or tomorrow's once today's has passed,
-    so a session that crosses midnight can stop after it. A time more than 12 hours away is refused as a likely
-    typo (a session lasts hours), which also catches a time that passed a moment ago."""
-    now = now or datetime.now()
-    try:
-        hours, minutes = (int(part) for part in text.split(":"))
-        moment = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--stop-by takes HH:MM (local time), got {text!r}") from error
-    if moment <= now:
-        moment += timedelta(days=1)
-    if moment - now > timedelta(hours=12):
-        raise argparse.ArgumentTypeError(
-            f"--stop-by {text} is {(moment - now) / timedelta(hours=1):.1f} h away (or has just passed); "
-            "give a time within the next 12 hours"
-        )
-    return moment.timestamp()
+    """--stop-by's `HH:MM` as the next such moment (seedcast.clock_time): past midnight too, never over 12 h away."""
+    return next_clock_time(text, "--stop-by", now)
 
 
 def require_same_machine(name: str, timed_against) -> None:

@@ -233,13 +233,15 @@ def evaluate_entries(
     dataset: dict,
     dtype: str = "auto",
     scoring: tuple[str, str] | None = None,
+    sample_until: float | None = None,
 ) -> None:
     """Fill each entry's results: read eval folders, evaluate the rest (cached in OUT/evals/LABEL, reused only
     for the same weights, made with the same options on the same problems, `dataset` as
     `evaluate.dataset_record` gives it, in the inference `dtype` asked for unless `auto`, and scored by
     `scoring`'s evaluator with its instruction when given). A cache scored by another built-in evaluator that
     asked the same way is scored again without sampling (studies/rescore.py). A cache outlives the weights: a
-    GRPO run whose model/ is gone is still compared through it."""
+    GRPO run whose model/ is gone is still compared through it. With `sample_until` (a timestamp) an evaluation
+    starts no Sample call that would not end by then, and `EvaluationPaused` stops the comparison there."""
     from dataclasses import asdict
 
     from seedcast.evaluators.datasets import DatasetSpec
@@ -271,7 +273,7 @@ def evaluate_entries(
             model = model_spec_of(entry, out)  # fails for weights that are gone, before anything cached is touched
             if not same_run:
                 (folder / GEOMETRY_FILE).unlink(missing_ok=True)  # measured on other weights
-            asyncio.run(run_eval(make_config(model), options, folder))
+            asyncio.run(run_eval(make_config(model), options, folder, sample_until))
             (folder / ENTRY_FILE).write_text(json.dumps({"path": entry.path, "identity": entry_identity(entry)}) + "\n")
         load_eval(entry, folder)
 

@@ -13,6 +13,11 @@ next start. The file is removed once results.json and samples.jsonl are written.
 
 Each call's line also keeps the seconds it took, so `timing` can say how long the whole evaluation took to sample
 across sessions (OUT/timing.json): what the next evaluation of its kind will take on this machine.
+
+An evaluation longer than a session can also stop on purpose (`--sample-until HH:MM`): it starts no call that would
+not end by then (`call_fits`, from the longest call so far) and raises `EvaluationPaused`, its finished calls kept
+here for the same command to resume, in this session or, with the file carried over (the bench commits it
+compressed), a later one.
 """
 
 from __future__ import annotations
@@ -43,6 +48,17 @@ def problem_records(reply: pb.SampleReply) -> list[dict]:
         }
         for p in reply.problems
     ]
+
+
+class EvaluationPaused(Exception):
+    """An evaluation stopped at its `--sample-until` time with calls left to make (kept in OUT/partial.jsonl)."""
+
+    def __init__(self, out_dir: Path, made: int, calls: int) -> None:
+        super().__init__(
+            f"{out_dir}: {made} of {calls} Sample calls made, {calls - made} left; they are kept in "
+            f"{out_dir / PARTIAL_FILE}, and the same command resumes from there"
+        )
+        self.out_dir, self.made, self.calls = out_dir, made, calls
 
 
 class EvalProgress:
@@ -93,6 +109,11 @@ class EvalProgress:
             handle.write(json.dumps(self._row(call, problems)) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+    def call_fits(self, deadline: float | None, now: float) -> bool:
+        """Whether one more call, as long as the longest so far (in any session), ends by `deadline` (a timestamp);
+        with no call timed yet, one starts unless the deadline has passed (it tells how long calls take)."""
+        return deadline is None or now + max(self.seconds.values(), default=0.0) <= deadline
 
     def timing(self, calls: int) -> dict:
         """How long the evaluation's `calls` Sample calls took: the seconds of those whose time is known (calls

@@ -41,7 +41,7 @@ from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.metrics import OptimizerMetrics
 from seedcast.optimizer.trackers import check_installed, open_run_trackers
 from seedcast.proto import seedcast_pb2 as pb
-from seedcast.studies.eval_resume import TIMING_FILE, EvalProgress, problem_records
+from seedcast.studies.eval_resume import TIMING_FILE, EvalProgress, EvaluationPaused, problem_records
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 from seedcast.studies.pass_at_k_plot import plot_pass_at_k
 from seedcast.studies.reward_hacking import stated_wrong_result_rate
@@ -90,11 +90,13 @@ async def sample_all(
     show_progress: bool = True,
     on_reply: Callable[[int, pb.SampleReply], None] | None = None,
     already_done: int = 0,
-) -> list[pb.SampleReply]:
+    keep_going: Callable[[], bool] = lambda: True,
+) -> list[pb.SampleReply | None]:
     """Send the requests over the servers, each taking the next request when free. A server whose
     call fails is dropped and its request goes to another; sampling seeds travel with the request,
     so the answer is the same whichever server gives it. `on_reply(index, reply)` is called as each
-    request is answered (the resume record); the progress bar starts at `already_done` calls."""
+    request is answered (the resume record); the progress bar starts at `already_done` calls. No server
+    takes another request once `keep_going()` is false: those left unmade are None."""
     replies: list[pb.SampleReply | None] = [None] * len(requests)
     queue = deque(enumerate(requests))
     live = list(clients)
@@ -107,7 +109,7 @@ async def sample_all(
     )
 
     async def worker(client: ServerClient) -> None:
-        while queue:
+        while queue and keep_going():
             index, request = queue.popleft()
             try:
                 replies[index] = await client.sample(request)
@@ -122,7 +124,7 @@ async def sample_all(
                 on_reply(index, replies[index])
             bar.update(1)
 
-    while queue:
+    while queue and keep_going():
         if not live:
             raise FleetExhaustedError(f"no inference server left with {len(queue)} Sample calls to make")
         await asyncio.gather(*(worker(client) for client in list(live)))
@@ -235,11 +237,12 @@ def _prompt(problem: Problem) -> str:
     return problem.prompt
 
 
-async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> dict:
+async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path, sample_until: float | None = None) -> dict:
     """Start or connect the servers, sample, score, summarize; writes samples.jsonl, results.json, pass_at_k.png and
     timing.json (how long the sampling took, on which kind of machine). Resumable: each finished Sample call is
     kept in OUT/partial.jsonl (studies/eval_resume.py), and the same evaluation started again makes only the calls
-    still missing."""
+    still missing. With `sample_until` (a timestamp) it starts no call that would not end by then, and raises
+    `EvaluationPaused` if calls are left."""
     check_installed(config.report_to)  # before any sampling
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
@@ -291,9 +294,17 @@ async def run_eval(config: TrainConfig, options: EvalOptions, out_dir: Path) -> 
             done[pending[position]] = problem_records(reply)
             progress.record(pending[position], done[pending[position]], seconds=seconds)
 
-        await sample_all(fleet.active, [requests[i] for i in pending], on_reply=keep, already_done=len(done))
+        await sample_all(
+            fleet.active,
+            [requests[i] for i in pending],
+            on_reply=keep,
+            already_done=len(done),
+            keep_going=lambda: progress.call_fits(sample_until, time.time()),
+        )
     finally:
         await fleet.close()
+    if len(done) < len(requests):
+        raise EvaluationPaused(out_dir, len(done), len(requests))
     records = [problem for index in range(len(requests)) for problem in done[index]]
     outcomes = [
         ProblemOutcome(

@@ -29,7 +29,7 @@ def _write(path: Path, text: str) -> None:
 
 def _record_commands(monkeypatch, commands: list) -> None:
     """The bench's `seedcast` commands go to `commands` instead of running (vLLM's interpreter is not needed)."""
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command))
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
 
 
@@ -69,7 +69,7 @@ def test_low_rank_runs_meet_full_rank_in_their_own_comparison_reusing_its_evalua
     assert "compare-lowrank" not in [c.folder for c in es_vs_grpo.comparisons("countdown")]
     commands = []
     _record_commands(monkeypatch, commands)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
     plan.evaluate("lowrank1:members@0", tmp_path / "lowrank", rebuildable=True)
     assert [c[c.index("--out") + 1] for c in commands] == [str(tmp_path / "synthetic" / "compare-lowrank")]
@@ -120,7 +120,7 @@ def test_default_estimates_follow_the_machine_kind(monkeypatch):
 def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo_run_s_never(tmp_path, monkeypatch):
     commands = []
     _record_commands(monkeypatch, commands)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     assert commands == []
@@ -135,7 +135,7 @@ def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo
 def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_grpo_run_s(tmp_path, monkeypatch):
     commands = []
     _record_commands(monkeypatch, commands)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None, runs_first=True)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
     plan.evaluate("base", "smollm2-135m-instruct", rebuildable=True)
@@ -366,7 +366,7 @@ def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path
     monkeypatch.setattr(es_vs_grpo, "es", finished_run)
     monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
     _record_commands(monkeypatch, evaluated)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: compared.append(args))
     monkeypatch.setattr(es_vs_grpo, "coverage_stage", lambda *args: {})  # tests/test_es_vs_grpo_coverage.py
     arguments = argparse.Namespace(task="countdown", until="compare", claims="claims.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -53,9 +54,9 @@ def _bench(monkeypatch, tmp_path, dry_run: bool = False, task: str = "synthetic"
         return plan.folder / name
 
     monkeypatch.setattr(plan, "run", run)
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command))
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     return plan, trained, commands
 
 
@@ -86,7 +87,7 @@ def test_a_grpo_run_whose_weights_are_gone_is_trained_again_for_the_comparison_t
     )
     # The final report of the curve compares the retrained run; the earlier comparisons the original.
     compared = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: compared.append(command))
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: compared.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "publish_compare", lambda out, task: out)
     for comparison in es_vs_grpo.comparisons("synthetic")[:3]:
         es_vs_grpo.compare(plan, comparison, {"grpo@1": original}, "claims.json")
@@ -133,8 +134,12 @@ def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_pat
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
     original = _grpo_run(plan.folder / "grpo@1", 0.5)
     started = []
-    monkeypatch.setattr(es_vs_grpo.subprocess, "run", lambda command, **kwargs: started.append(command[3]))
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(  # a seedcast command that finishes (exit status 0), recorded instead of run
+        es_vs_grpo.subprocess,
+        "run",
+        lambda command, **kwargs: started.append(command[3]) or CompletedProcess(command, 0),
+    )
+    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo_retrain, "grpo_training_seconds", lambda folder, steps: 600.0)
     for folder in ("compare", "compare-64-tokens"):  # these keep the original's: not counted
         _evaluated(plan.folder / folder, "grpo@1", original)

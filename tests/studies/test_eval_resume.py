@@ -1,14 +1,20 @@
 """An evaluation cut off goes on where it stopped: the calls kept and those made after form the same evaluation as an
-uninterrupted one; a record of other samples, or a line cut off mid-write, is never mixed in."""
+uninterrupted one; a record of other samples, or a line cut off mid-write, is never mixed in. One stopped on
+purpose (`--sample-until`) starts no call that would not end in time and resumes the same way."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import datetime, timedelta
 
 import pytest
 
-from seedcast.studies.eval_resume import PARTIAL_FILE, STALE_FILE, TIMING_FILE, EvalProgress
+from seedcast import commands
+from seedcast.cli import EXIT_PAUSED, main
+from seedcast.studies import compare
+from seedcast.studies.eval_resume import PARTIAL_FILE, STALE_FILE, TIMING_FILE, EvalProgress, EvaluationPaused
 from seedcast.studies.evaluate import EvalOptions, eval_config, run_eval
 
 REWARD = "task.evaluator=tests.tiny_model:contains_digit_reward"
@@ -94,3 +100,49 @@ def test_each_calls_seconds_survive_a_resume_and_calls_recorded_without_them_cou
     again.record(2, [{"rewards": [1.0]}], seconds=4.0)
     assert again.timing(3) == {"calls": 3, "timed_calls": 2, "sampling_seconds": 6.0, "seconds_per_call": 3.0}
     assert EvalProgress(tmp_path, header).timing(3)["timed_calls"] == 0  # nothing loaded yet
+
+
+def test_an_evaluation_paused_at_its_sample_until_time_resumes_into_the_uninterrupted_one(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    options = EvalOptions(n=4, ks=[1, 2, 4], max_tokens=5, problems_per_call=2, seed=7)  # 3 calls
+    whole = _evaluate(tiny_model_dir, tmp_path / "whole", options)
+    config = eval_config(tiny_model_dir, limit=6, overrides=[REWARD, "fleet.threads_per_server=1"])
+    with pytest.raises(EvaluationPaused, match="0 of 3 Sample calls made, 3 left"):  # its time has passed
+        asyncio.run(run_eval(config, options, tmp_path / "paused", sample_until=time.time() - 1))
+    monkeypatch.setattr(EvalProgress, "call_fits", lambda self, deadline, now: not self.seconds)  # one call fits
+    with pytest.raises(EvaluationPaused, match="1 of 3 Sample calls made, 2 left") as paused:
+        asyncio.run(run_eval(config, options, tmp_path / "paused", sample_until=time.time() + 3600))
+    assert (paused.value.made, paused.value.calls) == (1, 3)
+    assert not (tmp_path / "paused" / "results.json").exists()
+    assert len((tmp_path / "paused" / PARTIAL_FILE).read_text().splitlines()) == 2  # the header and one call
+    monkeypatch.undo()
+    assert _evaluate(tiny_model_dir, tmp_path / "paused", options) == whole
+
+
+def test_a_call_starts_only_if_one_as_long_as_the_longest_so_far_ends_by_the_time_given(tmp_path):
+    progress = EvalProgress(tmp_path, {"weights": "spec:m"})
+    progress.load()
+    assert progress.call_fits(None, now=100.0) and progress.call_fits(101.0, now=100.0)  # none timed: one starts
+    assert not progress.call_fits(99.0, now=100.0)  # the time has passed
+    progress.record(0, [], seconds=10.0)
+    progress.record(1, [], seconds=30.0)
+    assert progress.call_fits(130.0, now=100.0) and not progress.call_fits(129.0, now=100.0)
+
+
+def test_the_command_line_exits_3_when_an_evaluation_pauses_and_refuses_a_malformed_time(tmp_path, monkeypatch, capsys):
+    def pause(*args):
+        assert args[-1] is not None  # the --sample-until time reached the evaluations
+        raise EvaluationPaused(tmp_path, 2, 5)
+
+    monkeypatch.setattr(commands, "evaluate", lambda args: pause(args.sample_until))
+    monkeypatch.setattr(compare, "evaluate_entries", pause)
+    until = (datetime.now() + timedelta(hours=1)).strftime("%H:%M")
+    assert main(["eval", "--model", "m", "--out", str(tmp_path), "--sample-until", until]) == EXIT_PAUSED == 3
+    assert "2 of 5 Sample calls made, 3 left" in capsys.readouterr().err
+    argv = ["compare", "base=smollm2-135m-instruct", "--out", str(tmp_path), "--evaluate-only", "--sample-until", until]
+    assert main(argv) == EXIT_PAUSED
+    assert "the same command resumes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["eval", "--model", "m", "--out", str(tmp_path), "--sample-until", "half past"])
+    assert "--sample-until takes HH:MM" in capsys.readouterr().err
