@@ -18,6 +18,8 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
+from seedcast.optimizer.atomic_file import write_atomically
+
 PARTIAL_FILE = "partial.jsonl"  # as studies/eval_resume.py names it
 PUBLISHED_PARTIAL = "partial.jsonl.gz"
 EXIT_PAUSED = 3  # seedcast's exit status for an evaluation paused at --sample-until
@@ -30,11 +32,17 @@ def calls_made(partial: Path) -> tuple[int, int] | None:
     """(calls finished, calls in all) of an evaluation's partial record, from its header's problems and options;
     None without a readable one."""
     try:
-        lines = partial.read_text().splitlines()
+        return _calls_in(partial.read_text())
+    except OSError:
+        return None
+
+
+def _calls_in(text: str) -> tuple[int, int] | None:
+    lines = text.splitlines()
+    try:
         header = json.loads(lines[0])
-        per_call = header["options"]["problems_per_call"]
-        calls = -(-len(header["problems"]) // per_call)
-    except (OSError, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        calls = -(-len(header["problems"]) // header["options"]["problems_per_call"])
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
     return sum(1 for line in lines[1:] if line.strip()), calls
 
@@ -94,15 +102,11 @@ def restore_partials(published_root: Path, folder: Path) -> list[str]:
         target = folder / name / PARTIAL_FILE
         if (folder / name / "results.json").is_file():
             continue
-        with gzip.open(packed, "rb") as unpacked:
+        with gzip.open(packed, "rt") as unpacked:
             text = unpacked.read()
-        here = calls_made(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (target.parent / "carried.tmp").write_bytes(text)
-        carried = calls_made(target.parent / "carried.tmp")
+        here, carried = calls_made(target), _calls_in(text)
         if carried is not None and (here is None or carried[0] > here[0]):
-            (target.parent / "carried.tmp").replace(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(target, text)
             restored.append(f"{name} ({carried[0]} of {carried[1]} calls)")
-        else:
-            (target.parent / "carried.tmp").unlink()
     return restored
