@@ -47,8 +47,9 @@ checkout is what is committed (bench/es_vs_grpo_files.py; commit it as soon as a
 files except weights, and its evaluations for every comparison, made while its weights exist; the bench restores
 them into OUT first. Wall-matched runs are made only on the kind of machine their budget was timed on. With
 `--stop-by HH:MM` it starts no run that would not end by then (bench/es_vs_grpo_time.py estimates): a run cut short
-is lost. An ES run's or the base's evaluations (their weights can be rebuilt) that would not end by then sample
-what fits and pause, their finished calls committed for the next session (bench/es_vs_grpo_partial.py). When
+is lost. An evaluation that would not end by then samples what fits and pauses, its finished calls committed for the
+next session (bench/es_vs_grpo_partial.py): an ES run's or the base's (their weights can be rebuilt), or a GRPO
+run's while OUT keeps its weights. When
 GRPO's next run would not fit, the time goes to what waits on no run still to come (bench/es_vs_grpo_waiting.py).
 Task settings and comparisons: bench/es_vs_grpo_tasks.py.
 """
@@ -79,13 +80,13 @@ from es_vs_grpo_lowrank_wall import lowrank_wall_stage
 from es_vs_grpo_lowtemp import lowtemp_stage
 from es_vs_grpo_partial import (
     MIN_PARTIAL_SECONDS,
+    overruns,
     publish_progress,
     restore_partials,
     run_until_paused,
     sample_until,
-    share_left,
 )
-from es_vs_grpo_retrain import evaluated_run, final_eval, lacking_comparisons, needs_retraining, retrain
+from es_vs_grpo_retrain import evaluated_run, final_eval, lacking_comparisons, needs_retraining, retrain, weights_kept
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -165,25 +166,16 @@ class Plan:
 
     def evaluate(self, label: str, run_dir: Path | str, rebuildable: bool = False) -> None:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
-        evaluations for the final comparisons, in this session or a later one. A `rebuildable` run's (ES: its update
-        log rebuilds it; the base model) that would not end by --stop-by samples what fits and pauses (its calls
-        published; with under MIN_PARTIAL_SECONDS left it waits); with `runs_first` it always waits."""
+        evaluations for the final comparisons, in this session or a later one. One that would not end by --stop-by
+        samples what fits and pauses (its calls published; with under MIN_PARTIAL_SECONDS left it waits), if its
+        weights outlive the session: a `rebuildable` run's (ES: its update log rebuilds it; the base model), or a
+        GRPO run's kept in OUT (`weights_kept`). With `runs_first` a rebuildable run's always waits."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
             print(f"# {label}: evaluations left for an invocation without --runs-first", flush=True)
             return
-        missing = tuple(
-            c.folder
-            for c in self.comparisons
-            if c.includes(label) and not (self.folder / c.folder / "evals" / label / "results.json").is_file()
-        )  # an evaluation made before costs only compare's check that it still matches
-        ends = time.time() + sum(  # less what an earlier session sampled (es_vs_grpo_partial.py)
-            evaluation_estimate(self.task, label, (f,), self.folder) * share_left(self.folder / f / "evals" / label)
-            for f in missing
-        )
-        pause = rebuildable and self.stop_by and ends > self.stop_by  # sample what fits, then commit it
-        if pause and self.stop_by - time.time() < MIN_PARTIAL_SECONDS:
+        if (rebuildable or weights_kept(run_dir)) and overruns(self, label, MIN_PARTIAL_SECONDS):
             print(f"# {label}: evaluations left for a later invocation", flush=True)
             return
         for comparison in self.comparisons:
@@ -194,9 +186,11 @@ class Plan:
                 measured = evaluated_run(out, label, run_dir)
                 if not rebuildable and needs_retraining(out, label, measured):
                     lacking = lacking_comparisons(self, label, Path(run_dir))
-                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking, self.folder))
+                    evaluation = evaluation_estimate(self.task, label, lacking, self.folder)
+                    measured = retrain(self, Path(run_dir), min(evaluation, MIN_PARTIAL_SECONDS))  # then it pauses
                 if self.dry_run:
                     continue
+                pause = (rebuildable or weights_kept(measured)) and overruns(self, label)
                 command = [*compare_command(self.task, comparison, [f"{label}={measured}"], out), "--evaluate-only"]
                 finished = seedcast([*command, *sample_until(self.stop_by if pause else None)], python_for(comparison))
                 kept = publish_progress(out / "evals" / label, publish_evals(out, self.task, [label]) / "evals" / label)
@@ -271,8 +265,9 @@ def main() -> None:
         default=None,
         metavar="HH:MM",
         help="start no run that would not end by the next HH:MM (estimated from finished runs; a GRPO run with its "
-        "evaluations, which need its weights, an ES run without: they may wait for a later invocation, its "
-        "update log rebuilds it): a run cut short starts again, and a GRPO run's weights do not outlive the session. "
+        "evaluations, a retraining with 15 min of them, an ES run without: they may wait for a later invocation, its "
+        "update log rebuilds it): a run cut short starts again; an evaluation that would not end pauses, its calls "
+        "published (a GRPO run's goes on only where OUT keeps its weights). "
         "Time too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
     parser.add_argument(

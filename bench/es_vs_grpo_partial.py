@@ -15,8 +15,11 @@ import gzip
 import json
 import shutil
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
+
+from es_vs_grpo_time import evaluation_estimate
 
 from seedcast.optimizer.atomic_file import write_atomically
 
@@ -51,6 +54,24 @@ def share_left(eval_dir: Path) -> float:
     """The fraction of an evaluation's Sample calls still to make: 1.0 unless a partial record says otherwise."""
     made = calls_made(eval_dir / PARTIAL_FILE)
     return 1.0 if made is None or not made[1] else max(0.0, 1.0 - made[0] / made[1])
+
+
+def overruns(plan, label: str, within: float = 0.0) -> bool:
+    """Whether LABEL's evaluations that `plan` (es_vs_grpo.Plan) has still to make, less what an earlier session
+    sampled, would not end by its --stop-by, with less than `within` seconds left before it (0: any time left)."""
+    if plan.stop_by is None:
+        return False
+    missing = tuple(
+        c.folder
+        for c in plan.comparisons
+        if c.includes(label) and not (plan.folder / c.folder / "evals" / label / "results.json").is_file()
+    )  # an evaluation made before costs only compare's check that it still matches
+    seconds = sum(
+        evaluation_estimate(plan.task, label, (f,), plan.folder) * share_left(plan.folder / f / "evals" / label)
+        for f in missing
+    )
+    left = plan.stop_by - time.time()
+    return seconds > left and (not within or left < within)
 
 
 def sample_until(stop_by: float | None) -> list[str]:

@@ -1,6 +1,6 @@
 """GRPO runs trained again for a comparison that came after their weights were gone.
 
-A GRPO run's weights (540 MB) are not committed and do not outlive the session that made them; its evaluations
+A GRPO run's weights (540 MB) are not committed: they outlive a session only where OUT does; its evaluations
 for the comparisons that existed then are committed, and those comparisons keep judging the run through them. A
 comparison added later (the pass@k curve to k = 256) needs weights again: the bench trains the run again from the
 command it recorded (RUN/plan-command.json) into OUT/TASK/NAME~retrained, evaluates that run for the comparisons
@@ -32,6 +32,14 @@ def retrained_dir(run_dir: Path) -> Path:
 def has_weights(run_dir: Path) -> bool:
     """Whether a GRPO run's trained model is still on disk."""
     return (run_dir / "model").is_dir()
+
+
+def weights_kept(run_dir: Path | str) -> bool:
+    """Whether a GRPO run's weights, or its retrained copy's, are in OUT: they outlive the session where OUT does
+    (the same machine), so an evaluation of them may pause at --stop-by and go on later, as an ES run's does. On a
+    machine without them the run is trained again, and calls carried over for other weights are set aside (each
+    partial record names the weights' fingerprint)."""
+    return isinstance(run_dir, Path) and (has_weights(run_dir) or has_weights(retrained_dir(run_dir)))
 
 
 def evaluated(out: Path, label: str, run_dir: Path) -> bool:
@@ -103,9 +111,9 @@ def _show(value: float | None) -> str:
 def retrain(plan, run_dir: Path, evaluation: float = 0.0) -> Path:
     """Train a GRPO run again from its recorded command through `plan` (es_vs_grpo.Plan: its `run` skips a finished
     run, prints every command and honours --stop-by), once per run even if several comparisons need it; returns
-    the retrained run's folder. `evaluation` is the seconds of the evaluations that must follow while its weights
-    exist (only the comparisons that lack the run): --stop-by starts no retraining whose evaluations would not end
-    in this session too."""
+    the retrained run's folder. `evaluation` is the seconds of evaluation that must follow in this session
+    (es_vs_grpo.Plan.evaluate asks for a share: the rest may pause, the weights kept in OUT): --stop-by starts
+    no retraining that would not end with it."""
     again = retrained_dir(run_dir)
     if plan.dry_run and again in plan.retrained:
         return again  # printed for an earlier comparison

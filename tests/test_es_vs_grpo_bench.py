@@ -117,19 +117,20 @@ def test_default_estimates_follow_the_machine_kind(monkeypatch):
     assert es_vs_grpo_time.ESTIMATES["avx2"].grpo_step > 2 * es_vs_grpo_time.ESTIMATES["avx512_bf16"].grpo_step
 
 
-def test_an_es_run_s_evaluations_wait_when_they_would_overrun_stop_by_and_a_grpo_run_s_never(tmp_path, monkeypatch):
+def test_evaluations_that_would_overrun_stop_by_wait_when_their_weights_outlive_the_session(tmp_path, monkeypatch):
+    """An ES run's (its update log rebuilds it) and a GRPO run's kept in OUT: with a minute left, neither starts."""
     commands = []
     _record_commands(monkeypatch, commands)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 60)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
-    assert commands == []
     plan.evaluate("grpo@1", _grpo_with_weights(tmp_path))
-    countdown = len(es_vs_grpo.comparisons("countdown"))  # the strict ones rescore what the others sampled
-    assert len(commands) == countdown and all("--evaluate-only" in command for command in commands)  # every one
+    assert commands == []
     plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=None)
     plan.evaluate("es:wall@0", tmp_path / "es", rebuildable=True)
-    assert len(commands) == 2 * countdown
+    plan.evaluate("grpo@1", _grpo_with_weights(tmp_path))
+    countdown = len(es_vs_grpo.comparisons("countdown"))  # the strict ones rescore what the others sampled
+    assert len(commands) == 2 * countdown and all("--evaluate-only" in command for command in commands)
 
 
 def test_runs_first_leaves_every_rebuildable_evaluation_for_later_but_never_a_grpo_run_s(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
 import es_vs_grpo  # noqa: E402
+import es_vs_grpo_partial  # noqa: E402
 import es_vs_grpo_retrain  # noqa: E402
 
 from seedcast.studies.compare import Entry, entry_identity  # noqa: E402
@@ -128,26 +129,76 @@ def test_the_reproduction_note_says_when_the_retrained_run_differs(tmp_path):
     assert note == "grpo@2~retrained: final in-training eval 0.3750 against the original's 0.4062: differs"
 
 
-def test_no_retraining_starts_whose_evaluations_would_not_end_by_stop_by(tmp_path, monkeypatch):
-    """Its weights do not outlive the session: training that would end in time is still refused when the
-    evaluations that must follow it would not."""
+def _retraining_bench(tmp_path, monkeypatch, stop_in: float) -> tuple:
+    """A plan whose grpo@1 lacks only its compare-256 evaluation, with 10 min of training and 30 of evaluation
+    estimated, `stop_in` seconds before --stop-by; its training commands are recorded (the run made, weights
+    and all), and so are its evaluations."""
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
     original = _grpo_run(plan.folder / "grpo@1", 0.5)
-    started = []
-    monkeypatch.setattr(  # a seedcast command that finishes (exit status 0), recorded instead of run
-        es_vs_grpo.subprocess,
-        "run",
-        lambda command, **kwargs: started.append(command[3]) or CompletedProcess(command, 0),
-    )
+    started, evaluations = [], []
+
+    def train(command, **kwargs):
+        started.append(command[3])
+        _grpo_run(Path(command[command.index("--run-dir") + 1]), 0.5, weights=True)
+        return CompletedProcess(command, 0)
+
+    monkeypatch.setattr(es_vs_grpo.subprocess, "run", train)
+
+    def evaluate(command, python=None):  # given --sample-until it pauses (exit status 3), else it finishes
+        evaluations.append(command)
+        return "--sample-until" not in command
+
+    monkeypatch.setattr(es_vs_grpo, "seedcast", evaluate)
+    monkeypatch.setattr(es_vs_grpo, "publish_run", lambda run_dir, task, name: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo_retrain, "grpo_training_seconds", lambda folder, steps: 600.0)
     for folder in ("compare", "compare-64-tokens"):  # these keep the original's: not counted
         _evaluated(plan.folder / folder, "grpo@1", original)
     counted = []
-    monkeypatch.setattr(
-        es_vs_grpo, "evaluation_estimate", lambda task, label, only=(), folder=None: counted.append(only) or 1800.0
-    )
-    plan.stop_by = es_vs_grpo.time.time() + 1200.0  # the training fits, training and evaluations do not
+
+    def estimate(task, label, only=(), folder=None):
+        counted.append(only)
+        return 1800.0
+
+    monkeypatch.setattr(es_vs_grpo, "evaluation_estimate", estimate)
+    monkeypatch.setattr(es_vs_grpo_partial, "evaluation_estimate", estimate)
+    plan.stop_by = es_vs_grpo.time.time() + stop_in
+    return plan, original, started, evaluations, counted
+
+
+def test_no_retraining_starts_unless_it_and_a_share_of_its_evaluation_end_by_stop_by(tmp_path, monkeypatch):
+    """The training (10 min) fits in 20; with the first 15 min of its evaluation it does not."""
+    plan, original, started, evaluations, counted = _retraining_bench(tmp_path, monkeypatch, stop_in=1200.0)
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
         plan.evaluate("grpo@1", original)
-    assert "grpo" not in started and counted[-1] == ("compare-256",)  # only the cached comparisons ran
+    assert started == [] and counted[-1] == ("compare-256",)  # only the cached comparisons ran
+    assert [c[c.index("--out") + 1].rsplit("/", 1)[1] for c in evaluations] == ["compare", "compare-64-tokens"]
+
+
+def test_a_retrained_run_s_evaluation_pauses_at_stop_by_and_goes_on_later_from_its_kept_weights(tmp_path, monkeypatch):
+    """Training and 15 min of evaluation fit in 30 min, the whole evaluation does not: the run is trained, its
+    evaluation samples until --stop-by and pauses; a later session with too little time left waits for the
+    next without training again, and one with time makes the rest from the same weights."""
+    plan, original, started, evaluations, _ = _retraining_bench(tmp_path, monkeypatch, stop_in=1800.0)
+    with pytest.raises(es_vs_grpo.OutOfTime, match="compare-256 evaluation paused"):
+        plan.evaluate("grpo@1", original)
+    assert started == ["grpo"]
+    again = plan.folder / "grpo@1~retrained"
+    assert _measured(evaluations)["compare-256"] == str(again)
+    assert "--sample-until" in evaluations[-1]
+    plan.stop_by = es_vs_grpo.time.time() + 600.0  # a later session's last 10 minutes
+    evaluations.clear()
+    plan.evaluate("grpo@1", original)
+    assert started == ["grpo"] and evaluations == []
+    plan.stop_by = es_vs_grpo.time.time() + 3 * 3600.0
+    plan.evaluate("grpo@1", original)
+    assert started == ["grpo"] and _measured(evaluations)["compare-256"] == str(again)
+    assert "--sample-until" not in evaluations[-1]
+
+
+def test_a_grpo_run_without_kept_weights_never_pauses(tmp_path):
+    """Only a run whose weights outlive the session may leave an evaluation half made."""
+    original = _grpo_run(tmp_path / "grpo@1", 0.5)
+    assert not es_vs_grpo_retrain.weights_kept(original) and not es_vs_grpo_retrain.weights_kept("HuggingFaceTB/x")
+    _grpo_run(tmp_path / "grpo@1~retrained", 0.5, weights=True)
+    assert es_vs_grpo_retrain.weights_kept(original)
