@@ -49,9 +49,8 @@ them into OUT first. Wall-matched runs are made only on the kind of machine thei
 `--stop-by HH:MM` it starts no run that would not end by then (bench/es_vs_grpo_time.py estimates): a run cut short
 is lost. An evaluation that would not end by then samples what fits and pauses, its finished calls committed for the
 next session (bench/es_vs_grpo_partial.py): an ES run's or the base's (their weights can be rebuilt), or a GRPO
-run's while OUT keeps its weights. When
-GRPO's next run would not fit, the time goes to what waits on no run still to come (bench/es_vs_grpo_waiting.py).
-Task settings and comparisons: bench/es_vs_grpo_tasks.py.
+run's while OUT keeps its weights. When GRPO's next run would not fit, the time goes to what waits on no run still
+to come (bench/es_vs_grpo_waiting.py). Task settings and comparisons: bench/es_vs_grpo_tasks.py.
 """
 
 from __future__ import annotations
