@@ -85,7 +85,15 @@ from es_vs_grpo_partial import (
     run_until_paused,
     sample_until,
 )
-from es_vs_grpo_retrain import evaluated_run, final_eval, lacking_comparisons, needs_retraining, retrain, weights_kept
+from es_vs_grpo_retrain import (
+    evaluated_run,
+    final_eval,
+    has_weights,
+    lacking_comparisons,
+    needs_retraining,
+    retrain,
+    weights_kept,
+)
 from es_vs_grpo_tasks import (
     BASE_MODEL,
     ES_CONFIG,
@@ -164,11 +172,10 @@ class Plan:
         return run_dir
 
     def evaluate(self, label: str, run_dir: Path | str, rebuildable: bool = False) -> None:
-        """Evaluate a run for every comparison it belongs to while its weights exist, and publish those
-        evaluations for the final comparisons, in this session or a later one. One that would not end by --stop-by
-        samples what fits and pauses (its calls published; with under MIN_PARTIAL_SECONDS left it waits), if its
-        weights outlive the session: a `rebuildable` run's (ES: its update log rebuilds it; the base model), or a
-        GRPO run's kept in OUT (`weights_kept`). With `runs_first` a rebuildable run's always waits."""
+        """Evaluate a run for every comparison it belongs to while its weights exist, and publish the evaluations.
+        One that would not end by --stop-by samples what fits and pauses (calls published; under MIN_PARTIAL_SECONDS
+        left, it waits) if its weights outlive the session: a `rebuildable` run's (ES: its update log rebuilds it;
+        the base model), or a GRPO run's kept in OUT (`weights_kept`). With `runs_first` a rebuildable one waits."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
@@ -189,7 +196,7 @@ class Plan:
                     measured = retrain(self, Path(run_dir), min(evaluation, MIN_PARTIAL_SECONDS))  # then it pauses
                 if self.dry_run:
                     continue
-                pause = (rebuildable or weights_kept(measured)) and overruns(self, label)
+                pause = (rebuildable or has_weights(Path(measured))) and overruns(self, label)  # its own weights
                 command = [*compare_command(self.task, comparison, [f"{label}={measured}"], out), "--evaluate-only"]
                 finished = seedcast([*command, *sample_until(self.stop_by if pause else None)], python_for(comparison))
                 kept = publish_progress(out / "evals" / label, publish_evals(out, self.task, [label]) / "evals" / label)
@@ -264,10 +271,9 @@ def main() -> None:
         default=None,
         metavar="HH:MM",
         help="start no run that would not end by the next HH:MM (estimated from finished runs; a GRPO run with its "
-        "evaluations, a retraining with 15 min of them, an ES run without: they may wait for a later invocation, its "
-        "update log rebuilds it): a run cut short starts again; an evaluation that would not end pauses, its calls "
-        "published (a GRPO run's goes on only where OUT keeps its weights). "
-        "Time too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
+        "evaluations, a retraining with 15 min of them, an ES run without): a run cut short starts again; an evaluation"
+        " that would not end pauses, its calls published (a GRPO run's goes on only where OUT keeps its weights). Time "
+        "too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
     parser.add_argument(
         "--runs-first",
