@@ -149,6 +149,7 @@ def _retraining_bench(tmp_path, monkeypatch, stop_in: float) -> tuple:
         return "--sample-until" not in command
 
     monkeypatch.setattr(es_vs_grpo, "seedcast", evaluate)
+    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)  # no .venv-vllm needed
     monkeypatch.setattr(es_vs_grpo, "publish_run", lambda run_dir, task, name: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     monkeypatch.setattr(es_vs_grpo_retrain, "grpo_training_seconds", lambda folder, steps: 600.0)
