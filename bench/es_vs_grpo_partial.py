@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 import subprocess
 import time
@@ -56,9 +57,9 @@ def share_left(eval_dir: Path) -> float:
     return 1.0 if made is None or not made[1] else max(0.0, 1.0 - made[0] / made[1])
 
 
-def overruns(plan, label: str, within: float = 0.0) -> bool:
+def overruns(plan, label: str, within: float = math.inf) -> bool:
     """Whether LABEL's evaluations that `plan` (es_vs_grpo.Plan) has still to make, less what an earlier session
-    sampled, would not end by its --stop-by, with less than `within` seconds left before it (0: any time left)."""
+    sampled, would not end by its --stop-by, with less than `within` seconds left before it (default: any)."""
     if plan.stop_by is None:
         return False
     missing = tuple(
@@ -71,7 +72,7 @@ def overruns(plan, label: str, within: float = 0.0) -> bool:
         for f in missing
     )
     left = plan.stop_by - time.time()
-    return seconds > left and (not within or left < within)
+    return seconds > left and left < within
 
 
 def sample_until(stop_by: float | None) -> list[str]:
