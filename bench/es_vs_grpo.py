@@ -125,10 +125,10 @@ from es_vs_grpo_waiting import use_waiting_time
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "lowtemp", "coverage", "compare")
 
 
-def seedcast(command: list[str], python: str = sys.executable) -> bool:
-    """Run a seedcast command; False when it paused at --sample-until (es_vs_grpo_partial.py), True when done."""
+def seedcast(command: list[str], comparison: Comparison) -> bool:
+    """Run a comparison's command with its interpreter (python_for); True when done, False paused (--sample-until)."""
     print(shlex.join(["seedcast", *command]), flush=True)
-    return run_until_paused([python, "-m", "seedcast.cli", *command])
+    return run_until_paused([python_for(comparison), "-m", "seedcast.cli", *command])
 
 
 class Plan:
@@ -198,7 +198,7 @@ class Plan:
                     continue
                 pause = (rebuildable or has_weights(Path(measured))) and overruns(self, label)  # its own weights
                 command = [*compare_command(self.task, comparison, [f"{label}={measured}"], out), "--evaluate-only"]
-                finished = seedcast([*command, *sample_until(self.stop_by if pause else None)], python_for(comparison))
+                finished = seedcast([*command, *sample_until(self.stop_by if pause else None)], comparison)
                 kept = publish_progress(out / "evals" / label, publish_evals(out, self.task, [label]) / "evals" / label)
                 if not finished:
                     raise OutOfTime(f"{label}'s {comparison.folder} evaluation paused; its finished calls: {kept}")
@@ -254,7 +254,7 @@ def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], 
     ]
     claimed = comparison.claims_suffix is not None
     claims_args = ["--claims", claims, "--claims-task", f"{plan.task}{comparison.claims_suffix}"] if claimed else []
-    seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args], python_for(comparison))
+    seedcast([*compare_command(plan.task, comparison, labelled, out), *claims_args], comparison)
     print(f"# compared; report and evaluations in {publish_compare(out, plan.task)}", flush=True)
 
 

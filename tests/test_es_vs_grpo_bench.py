@@ -28,9 +28,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def _record_commands(monkeypatch, commands: list) -> None:
-    """The bench's `seedcast` commands go to `commands` instead of running (vLLM's interpreter is not needed)."""
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, python=None: commands.append(command) or True)
-    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
+    """The bench's `seedcast` commands go to `commands` instead of running."""
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison=None: commands.append(command) or True)
 
 
 def _grpo_with_weights(tmp_path: Path) -> Path:

