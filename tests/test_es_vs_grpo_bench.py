@@ -29,7 +29,7 @@ def _write(path: Path, text: str) -> None:
 
 def _record_commands(monkeypatch, commands: list) -> None:
     """The bench's `seedcast` commands go to `commands` instead of running."""
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison=None: commands.append(command) or True)
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison: commands.append(command) or True)
 
 
 def _grpo_with_weights(tmp_path: Path) -> Path:

@@ -105,7 +105,7 @@ def _plan_recording(tmp_path, monkeypatch, stop_in: float, pauses: bool) -> tupl
     monkeypatch.chdir(tmp_path)
     commands = []
 
-    def fake_seedcast(command, comparison=None):
+    def fake_seedcast(command, comparison):
         commands.append(command)
         evals = Path(command[command.index("--out") + 1]) / "evals" / "es:wall@1"
         _partial(evals / "partial.jsonl", made=3)

@@ -55,7 +55,7 @@ def _bench(monkeypatch, tmp_path, dry_run: bool = False, task: str = "synthetic"
         return plan.folder / name
 
     monkeypatch.setattr(plan, "run", run)
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison=None: commands.append(command) or True)
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison: commands.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     return plan, trained, commands
 
@@ -87,7 +87,7 @@ def test_a_grpo_run_whose_weights_are_gone_is_trained_again_for_the_comparison_t
     )
     # The final report of the curve compares the retrained run; the earlier comparisons the original.
     compared = []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison=None: compared.append(command) or True)
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison: compared.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "publish_compare", lambda out, task: out)
     for comparison in es_vs_grpo.comparisons("synthetic")[:3]:
         es_vs_grpo.compare(plan, comparison, {"grpo@1": original}, "claims.json")
@@ -143,7 +143,7 @@ def _retraining_bench(tmp_path, monkeypatch, stop_in: float) -> tuple:
 
     monkeypatch.setattr(es_vs_grpo.subprocess, "run", train)
 
-    def evaluate(command, comparison=None):  # given --sample-until it pauses (exit status 3), else it finishes
+    def evaluate(command, comparison):  # given --sample-until it pauses (exit status 3), else it finishes
         evaluations.append(command)
         return "--sample-until" not in command
 

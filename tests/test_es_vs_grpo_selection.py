@@ -28,7 +28,7 @@ def _grpo_run_without_weights(run_dir: Path) -> Path:
 def _recording_plan(monkeypatch, tmp_path: Path, only: tuple[str, ...]):
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False, only=only)
     commands, trained = [], []
-    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison=None: commands.append(command) or True)
+    monkeypatch.setattr(es_vs_grpo, "seedcast", lambda command, comparison: commands.append(command) or True)
     monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
     monkeypatch.setattr(plan, "run", lambda name, *args, **kwargs: trained.append(name))
     return plan, commands, trained
