@@ -75,6 +75,7 @@ from es_vs_grpo_files import (
     restore,
     share_evaluation,
 )
+from es_vs_grpo_grid import evaluate_grid_leader, grid_leader
 from es_vs_grpo_lowrank_wall import lowrank_wall_stage
 from es_vs_grpo_lowtemp import lowtemp_stage
 from es_vs_grpo_partial import (
@@ -87,7 +88,6 @@ from es_vs_grpo_partial import (
 )
 from es_vs_grpo_retrain import (
     evaluated_run,
-    final_eval,
     has_weights,
     lacking_comparisons,
     needs_retraining,
@@ -120,7 +120,7 @@ from es_vs_grpo_time import (
     stop_time,
     summary,
 )
-from es_vs_grpo_waiting import use_waiting_time
+from es_vs_grpo_waiting import unless_out_of_time, use_waiting_time
 
 STAGES = ("grid", "grpo", "probe", "es", "hybrid", "format", "lowrank", "lowtemp", "coverage", "compare")
 
@@ -175,7 +175,9 @@ class Plan:
         """Evaluate a run for every comparison it belongs to while its weights exist, and publish the evaluations.
         One that would not end by --stop-by samples what fits and pauses (calls published; under MIN_PARTIAL_SECONDS
         left, it waits) if its weights outlive the session: a `rebuildable` run's (ES: its update log rebuilds it;
-        the base model), or a GRPO run's kept in OUT (`weights_kept`). With `runs_first` a rebuildable one waits."""
+        the base model), or a GRPO run's kept in OUT (`weights_kept`). One whose weights are gone is trained again
+        only with time for all of its evaluation: OUT may not outlive the session. With `runs_first` a rebuildable
+        one waits."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
@@ -190,10 +192,9 @@ class Plan:
                 if comparison.reuses:
                     share_evaluation(self.folder / comparison.reuses, out, label)
                 measured = evaluated_run(out, label, run_dir)
-                if not rebuildable and needs_retraining(out, label, measured):
+                if not rebuildable and needs_retraining(out, label, measured):  # only with time for all of it
                     lacking = lacking_comparisons(self, label, Path(run_dir))
-                    evaluation = evaluation_estimate(self.task, label, lacking, self.folder)
-                    measured = retrain(self, Path(run_dir), min(evaluation, MIN_PARTIAL_SECONDS))  # then it pauses
+                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking, self.folder))
                 if self.dry_run:
                     continue
                 pause = (rebuildable or has_weights(Path(measured))) and overruns(self, label)  # its own weights
@@ -227,20 +228,6 @@ def es(plan: Plan, name: str, iterations: int, seed: int, extra: tuple[str, ...]
     return plan.run(
         name, "train", ["--config", ES_CONFIG], overrides, timed_against, es_seconds(plan.folder, iterations)
     )
-
-
-def grid_leader(grid: dict[str, Path]) -> str | None:
-    """The setting of the finished grid run with the best final greedy eval reward (None before any finishes)."""
-    finished = [setting for setting, run_dir in grid.items() if (run_dir / "summary.json").is_file()]
-    return max(finished, key=lambda setting: final_eval(grid[setting]), default=None)
-
-
-def evaluate_grid_leader(plan: Plan, grid: dict[str, Path]) -> None:
-    """Evaluate the best finished grid run as grpo@0: it is GRPO's seed 0 unless a grid run still to come beats
-    it, whose evaluations then replace its own under that label (compare's cache knows the runs apart)."""
-    leader = grid_leader(grid)
-    if leader is not None:
-        plan.evaluate("grpo@0", grid[leader])
 
 
 def compare(plan: Plan, comparison: Comparison, entries: dict[str, Path | str], claims: str) -> None:
@@ -360,7 +347,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
         return
     first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0, timed_against=timed)
     hybrid = grpo(plan, "hybrid@0", best, 0, steps=grpo_steps // 2, init_from=first, timed_against=timed)
-    plan.evaluate("hybrid@0", hybrid)
+    waiting = unless_out_of_time(plan.evaluate, "hybrid@0", hybrid)  # no later stage waits on it
     if "format" not in stages:
         return
     reward = (f"task.evaluator={TASKS[args.task]['format_evaluator']}",)
@@ -382,6 +369,8 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     if "coverage" not in stages:
         return
     coverage_runs = coverage_stage(plan, partial(es, plan), seedcast, list(grpo_runs.values()), probe)
+    if waiting is not None:  # the comparisons wait on the hybrid's evaluations
+        raise waiting
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by

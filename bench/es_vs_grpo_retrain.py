@@ -112,8 +112,8 @@ def retrain(plan, run_dir: Path, evaluation: float = 0.0) -> Path:
     """Train a GRPO run again from its recorded command through `plan` (es_vs_grpo.Plan: its `run` skips a finished
     run, prints every command and honours --stop-by), once per run even if several comparisons need it; returns
     the retrained run's folder. `evaluation` is the seconds of evaluation that must follow in this session
-    (es_vs_grpo.Plan.evaluate asks for a share: the rest may pause, the weights kept in OUT): --stop-by starts
-    no retraining that would not end with it."""
+    (es_vs_grpo.Plan.evaluate asks for all of it: OUT, and weights trained into it, may not outlive the session):
+    --stop-by starts no retraining that would not end with it."""
     again = retrained_dir(run_dir)
     if plan.dry_run and again in plan.retrained:
         return again  # printed for an earlier comparison

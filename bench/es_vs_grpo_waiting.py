@@ -30,3 +30,15 @@ def use_waiting_time(plan, make_es: Callable, stages: tuple[str, ...], grpo_runs
     for label in finished_earlier:
         if (plan.folder / label / "summary.json").is_file():
             plan.evaluate(label, plan.folder / label, rebuildable=True)
+
+
+def unless_out_of_time(action: Callable, *args) -> OutOfTime | None:
+    """Do `action(*args)`; if it would not end by --stop-by (a GRPO run trained again starts only with time for all
+    of its evaluation), say so and return why instead, so the stages that do not wait on it use the time. The
+    caller raises it before anything that does wait on it."""
+    try:
+        action(*args)
+    except OutOfTime as stopped:
+        print(f"# {stopped}; meanwhile the runs that do not wait on it", flush=True)
+        return stopped
+    return None

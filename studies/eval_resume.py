@@ -11,8 +11,9 @@ else is set aside as partial.stale.jsonl, never mixed in. Each finished call is 
 to disk; a line cut off mid-write (the process killed) is dropped, and the file rewritten without it, on the
 next start. The file is removed once results.json and samples.jsonl are written.
 
-Each call's line also keeps the seconds it took, so `timing` can say how long the whole evaluation took to sample
-across sessions (OUT/timing.json): what the next evaluation of its kind will take on this machine.
+Each call's line also keeps the seconds it took and the kind of machine it ran on, so `timing` can say how long
+the evaluation takes to sample on this kind of machine (OUT/timing.json): what the next evaluation of its kind will
+take here. Calls an earlier session made on another kind (a faster CPU, say) are not mixed into that figure.
 
 An evaluation longer than a session can also stop on purpose (`--sample-until HH:MM`): it starts no call that would
 not end by then (`call_fits`, from the longest call so far) and raises `EvaluationPaused`, its finished calls kept
@@ -28,6 +29,7 @@ import os
 from pathlib import Path
 
 from seedcast.optimizer.atomic_file import write_atomically
+from seedcast.optimizer.machine import machine_kind
 from seedcast.proto import seedcast_pb2 as pb
 
 log = logging.getLogger("seedcast.eval")
@@ -64,10 +66,12 @@ class EvaluationPaused(Exception):
 class EvalProgress:
     """The finished calls of one evaluation in OUT/partial.jsonl, for the samples recorded in `header`."""
 
-    def __init__(self, out_dir: Path, header: dict) -> None:
+    def __init__(self, out_dir: Path, header: dict, machine: dict | None = None) -> None:
         self.path = out_dir / PARTIAL_FILE
         self.header = json.loads(json.dumps(header))  # as it reads back: lists, string keys
+        self.machine = json.loads(json.dumps(machine_kind() if machine is None else machine))  # this one's kind
         self.seconds: dict[int, float] = {}  # the sampling seconds of each finished call whose line records them
+        self.machines: dict[int, dict] = {}  # the kind of machine each timed call ran on, where its line says
 
     def load(self) -> dict[int, list[dict]]:
         """The calls finished before, by position, when the file records this same evaluation; else none (a
@@ -94,6 +98,8 @@ class EvalProgress:
                 done[int(row["call"])] = row["problems"]
                 if isinstance(row.get("seconds"), int | float):
                     self.seconds[int(row["call"])] = float(row["seconds"])
+                if isinstance(row.get("machine"), dict):
+                    self.machines[int(row["call"])] = row["machine"]
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 log.warning("%s: dropping a call cut off mid-write", self.path)
         self._write(done)
@@ -102,9 +108,10 @@ class EvalProgress:
         return done
 
     def record(self, call: int, problems: list[dict], seconds: float | None = None) -> None:
-        """Append one finished call (and the seconds it took to sample, where known), on disk before this returns."""
+        """Append one finished call (and the seconds it took to sample here, where known), on disk before this
+        returns."""
         if seconds is not None:
-            self.seconds[call] = seconds
+            self.seconds[call], self.machines[call] = seconds, self.machine
         with self.path.open("a") as handle:
             handle.write(json.dumps(self._row(call, problems)) + "\n")
             handle.flush()
@@ -116,9 +123,10 @@ class EvalProgress:
         return deadline is None or now + max(self.seconds.values(), default=0.0) <= deadline
 
     def timing(self, calls: int) -> dict:
-        """How long the evaluation's `calls` Sample calls took: the seconds of those whose time is known (calls
-        recorded before times were kept have none) and their mean, from which a whole evaluation's time follows."""
-        timed = [self.seconds[c] for c in range(calls) if c in self.seconds]
+        """How long the evaluation's `calls` Sample calls take on this kind of machine: the seconds of those timed
+        here (calls recorded before times were kept, or made on another kind of machine, count as untimed) and
+        their mean, from which a whole evaluation's time follows."""
+        timed = [self.seconds[c] for c in range(calls) if c in self.seconds and self.machines.get(c) == self.machine]
         return {
             "calls": calls,
             "timed_calls": len(timed),
@@ -138,4 +146,6 @@ class EvalProgress:
         row: dict = {"call": call, "problems": problems}
         if call in self.seconds:
             row["seconds"] = self.seconds[call]
+        if call in self.machines:
+            row["machine"] = self.machines[call]
         return row

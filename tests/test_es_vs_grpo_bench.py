@@ -263,6 +263,35 @@ def test_a_grid_leader_whose_retraining_would_not_fit_leaves_the_time_to_what_wa
     assert made == ["run:es:completions@0:2"] and evaluated == ["base", "es:completions@0"]
 
 
+def test_a_hybrid_whose_retraining_would_not_fit_leaves_the_time_to_the_stages_after_it(tmp_path, monkeypatch):
+    """hybrid@0's weights are gone and its retraining with all of its evaluation would not end by --stop-by: the
+    control, the low-temperature run and coverage, which do not wait on it, go on; the comparisons, which do, are
+    not made, and the bench says it stopped for time."""
+    plan = es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, stop_by=time.time() + 3600)
+    made = _stage_recorder(plan, monkeypatch, probe_fits=True)
+    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
+    monkeypatch.setattr(es_vs_grpo, "restore_partials", lambda published, folder: [])
+    monkeypatch.setattr(es_vs_grpo, "grpo", lambda plan, name, *args, **kwargs: plan.folder / name)
+    monkeypatch.setattr(es_vs_grpo, "coverage_stage", lambda plan, *args: made.append("coverage") or {})
+    monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: made.append("compare"))
+    for name in ("grid/3e-5-1.0", "grid/1e-4-1.0", "grpo@1", "grpo@2", "es:completions@0"):
+        _write(plan.folder / name / "summary.json", json.dumps({"method": "grpo", "steps": 4, "wall_seconds": 100.0}))
+        _write(plan.folder / name / "metrics.jsonl", json.dumps({"eval_reward": 0.5}))
+    evaluate = plan.evaluate
+
+    def hybrid_out_of_time(label, run_dir, rebuildable=False):
+        if label == "hybrid@0":
+            raise es_vs_grpo_time.OutOfTime("hybrid@0~retrained would take about 174 min with its evaluations")
+        evaluate(label, run_dir, rebuildable)
+
+    monkeypatch.setattr(plan, "evaluate", hybrid_out_of_time)
+    with pytest.raises(es_vs_grpo_time.OutOfTime, match="174 min"):
+        es_vs_grpo.run_plan(plan, argparse.Namespace(task="countdown", until="compare", claims="claims.json"))
+    after = made[made.index("run:hybrid-es@0:2") + 1 :]
+    control, lowtemp = ["run:format:wall@0:4", "eval:format:wall@0"], ["run:lowtemp:wall@0:4", "eval:lowtemp:wall@0"]
+    assert after == [*control, *lowtemp, "coverage"]
+
+
 def test_the_waiting_time_also_goes_to_es_runs_an_earlier_session_finished(tmp_path, monkeypatch):
     """Their update logs rebuild them, so their evaluations wait on no GRPO run; those not yet made are skipped."""
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False, stop_by=time.time() + 3600)

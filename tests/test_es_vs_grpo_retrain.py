@@ -165,33 +165,38 @@ def _retraining_bench(tmp_path, monkeypatch, stop_in: float) -> tuple:
     return plan, original, started, evaluations, counted
 
 
-def test_no_retraining_starts_unless_it_and_a_share_of_its_evaluation_end_by_stop_by(tmp_path, monkeypatch):
-    """The training (10 min) fits in 20; with the first 15 min of its evaluation it does not."""
-    plan, original, started, evaluations, counted = _retraining_bench(tmp_path, monkeypatch, stop_in=1200.0)
+def test_no_retraining_starts_unless_it_and_all_of_its_evaluation_end_by_stop_by(tmp_path, monkeypatch):
+    """The training (10 min) and the first part of its evaluation fit in 35 min, all 30 min of it do not: weights
+    trained now and calls paused on them would be lost with a session whose OUT does not outlive it."""
+    plan, original, started, evaluations, counted = _retraining_bench(tmp_path, monkeypatch, stop_in=2100.0)
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
         plan.evaluate("grpo@1", original)
     assert started == [] and counted[-1] == ("compare-256",)  # only the cached comparisons ran
     assert [c[c.index("--out") + 1].rsplit("/", 1)[1] for c in evaluations] == ["compare", "compare-64-tokens"]
+    plan.stop_by = es_vs_grpo.time.time() + 2500.0  # 40 min and a little: all of it fits, nothing pauses
+    evaluations.clear()
+    plan.evaluate("grpo@1", original)
+    assert started == ["grpo"] and _measured(evaluations)["compare-256"] == str(plan.folder / "grpo@1~retrained")
+    assert "--sample-until" not in evaluations[-1]
 
 
 def test_a_retrained_run_s_evaluation_pauses_at_stop_by_and_goes_on_later_from_its_kept_weights(tmp_path, monkeypatch):
-    """Training and 15 min of evaluation fit in 30 min, the whole evaluation does not: the run is trained, its
-    evaluation samples until --stop-by and pauses; a later session with too little time left waits for the
-    next without training again, and one with time makes the rest from the same weights."""
-    plan, original, started, evaluations, _ = _retraining_bench(tmp_path, monkeypatch, stop_in=1800.0)
+    """A retraining an earlier session made on this machine, its weights kept in OUT, is not made again: with 20
+    min left its evaluation samples until --stop-by and pauses; a later session with too little time left waits
+    for the next, and one with time makes the rest from the same weights."""
+    plan, original, started, evaluations, _ = _retraining_bench(tmp_path, monkeypatch, stop_in=1200.0)
+    again = _grpo_run(plan.folder / "grpo@1~retrained", 0.5, weights=True)
     with pytest.raises(es_vs_grpo.OutOfTime, match="compare-256 evaluation paused"):
         plan.evaluate("grpo@1", original)
-    assert started == ["grpo"]
-    again = plan.folder / "grpo@1~retrained"
-    assert _measured(evaluations)["compare-256"] == str(again)
+    assert started == [] and _measured(evaluations)["compare-256"] == str(again)
     assert "--sample-until" in evaluations[-1]
     plan.stop_by = es_vs_grpo.time.time() + 600.0  # a later session's last 10 minutes
     evaluations.clear()
     plan.evaluate("grpo@1", original)
-    assert started == ["grpo"] and evaluations == []
+    assert started == [] and evaluations == []
     plan.stop_by = es_vs_grpo.time.time() + 3 * 3600.0
     plan.evaluate("grpo@1", original)
-    assert started == ["grpo"] and _measured(evaluations)["compare-256"] == str(again)
+    assert started == [] and _measured(evaluations)["compare-256"] == str(again)
     assert "--sample-until" not in evaluations[-1]
 
 

@@ -102,6 +102,22 @@ def test_each_calls_seconds_survive_a_resume_and_calls_recorded_without_them_cou
     assert EvalProgress(tmp_path, header).timing(3)["timed_calls"] == 0  # nothing loaded yet
 
 
+def test_calls_timed_on_another_kind_of_machine_do_not_set_this_ones_timing(tmp_path):
+    header, fast, slow = {"weights": "spec:m"}, {"isa": "amx_bf16", "cores": 2}, {"isa": "avx2", "cores": 2}
+    earlier = EvalProgress(tmp_path, header, machine=fast)
+    earlier.load()
+    earlier.record(0, [{"rewards": [1.0]}], seconds=2.0)
+    earlier.record(1, [{"rewards": [0.0]}], seconds=2.0)
+    here = EvalProgress(tmp_path, header, machine=slow)
+    assert sorted(here.load()) == [0, 1]  # the samples carry over whatever machine made them
+    here.record(2, [{"rewards": [1.0]}], seconds=5.0)
+    assert here.timing(3) == {"calls": 3, "timed_calls": 1, "sampling_seconds": 5.0, "seconds_per_call": 5.0}
+    back = EvalProgress(tmp_path, header, machine=fast)
+    back.load()
+    assert back.timing(3) == {"calls": 3, "timed_calls": 2, "sampling_seconds": 4.0, "seconds_per_call": 2.0}
+    assert not back.call_fits(104.0, now=100.0)  # the longest call on any machine still bounds the next one
+
+
 def test_an_evaluation_paused_at_its_sample_until_time_resumes_into_the_uninterrupted_one(
     tmp_path, tiny_model_dir, monkeypatch
 ):
