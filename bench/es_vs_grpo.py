@@ -258,7 +258,7 @@ def main() -> None:
         default=None,
         metavar="HH:MM",
         help="start no run that would not end by the next HH:MM (estimated from finished runs; a GRPO run with its "
-        "evaluations, a retraining with 15 min of them, an ES run without): a run cut short starts again; an evaluation"
+        "evaluations, a retraining with all of them, an ES run without): a run cut short starts again; an evaluation"
         " that would not end pauses, its calls published (a GRPO run's goes on only where OUT keeps its weights). Time "
         "too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
