@@ -146,6 +146,7 @@ class Plan:
         self.task, self.folder, self.dry_run, self.stop_by = task, out / task, dry_run, stop_by
         self.runs_first, self.only, self.comparisons = runs_first, only, comparisons(task, only)
         self.retrained: set[Path] = set()  # GRPO runs trained again (es_vs_grpo_retrain.py)
+        self.waiting: OutOfTime | None = None  # a run left for later that the comparisons wait on
         self.task_overrides = TASKS[task]["overrides"]
 
     def run(
@@ -281,6 +282,8 @@ def main() -> None:
     plan = Plan(args.task, Path(args.out), args.dry_run, args.stop_by, args.runs_first, only)
     try:
         run_plan(plan, args)
+        if plan.waiting is not None:  # --until before the comparisons: still, say what was left for later
+            raise plan.waiting
     except OutOfTime as stopped:
         print(f"# stopping before --stop-by: {stopped}; run the same command again to go on", flush=True)
     except subprocess.CalledProcessError as failed:
@@ -347,7 +350,7 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
         return
     first = es(plan, "hybrid-es@0", max(1, wall_iterations // 2), 0, timed_against=timed)
     hybrid = grpo(plan, "hybrid@0", best, 0, steps=grpo_steps // 2, init_from=first, timed_against=timed)
-    waiting = unless_out_of_time(plan.evaluate, "hybrid@0", hybrid)  # no later stage waits on it
+    plan.waiting = unless_out_of_time(plan.evaluate, "hybrid@0", hybrid)  # no later stage waits on it
     if "format" not in stages:
         return
     reward = (f"task.evaluator={TASKS[args.task]['format_evaluator']}",)
@@ -369,8 +372,8 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     if "coverage" not in stages:
         return
     coverage_runs = coverage_stage(plan, partial(es, plan), seedcast, list(grpo_runs.values()), probe)
-    if waiting is not None:  # the comparisons wait on the hybrid's evaluations
-        raise waiting
+    if plan.waiting is not None:  # the comparisons wait on the hybrid's evaluations
+        raise plan.waiting
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
