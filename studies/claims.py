@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seedcast.optimizer.atomic_file import write_atomically
+from seedcast.optimizer.machine import describe
 from seedcast.studies.claim_math import MIXED, NOT_REPRODUCED, REPRODUCED, crossover, difference, verdict
 from seedcast.studies.claims_variants import RANKED_METHODS, VARIANT_CLAIMS, is_lowrank, lowrank_claim, variant_claim
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
@@ -67,6 +68,7 @@ class Group:
     entropy: list[list[float]] = field(default_factory=list)  # per seed, per problem
     relative_l2: list[float] = field(default_factory=list)
     wall_seconds: list[float] = field(default_factory=list)
+    timed_on: list[str] = field(default_factory=list)  # per seed, the kind of machine its wall time is from
     completions: list[int] = field(default_factory=list)
     truncation_rate: list[float] = field(default_factory=list)  # per seed, over all samples
     finished_accuracy: list[float] = field(default_factory=list)  # per seed, among samples not cut off
@@ -130,6 +132,7 @@ def group_entries(entries: Sequence) -> dict[str, Group]:
             group.stated_wrong_result.append(results["stated_wrong_result_rate"])
         if entry.training:
             group.wall_seconds.append(entry.training["wall_seconds"])
+            group.timed_on.append(describe(entry.training.get("machine")))
             group.completions.append(entry.training.get("completions") or 0)
     return groups
 
@@ -241,6 +244,7 @@ def task_rows(groups: dict[str, Group], ks: list[int]) -> list[dict]:
                 "runs": group.labels,
                 "pass_at_k": pass_rows,
                 "wall_seconds": _mean_or_none(group.wall_seconds),
+                "timed_on": sorted(set(group.timed_on)),
                 "completions": _mean_or_none(group.completions),
                 "truncation_rate": _mean_or_none(group.truncation_rate),
                 "finished_accuracy": _mean_or_none(group.finished_accuracy),

@@ -35,7 +35,7 @@ def _optional(value: float | None, pattern: str) -> str:
 def _rows_table(rows: list[dict]) -> list[str]:
     ks = sorted({int(k) for row in rows for k in row["pass_at_k"]})
     shown = sorted({ks[0], ks[-1]})
-    head = ["method", "budget", "seeds", *(f"pass@{k}" for k in shown), "wall s", "completions"]
+    head = ["method", "budget", "seeds", *(f"pass@{k}" for k in shown), "wall s", "timed on", "completions"]
     head += ["truncated", "accuracy among finished"]
     hacking = any("stated_wrong_result_rate" in row for row in rows)
     head += ["states a wrong result"] if hacking else []
@@ -43,10 +43,14 @@ def _rows_table(rows: list[dict]) -> list[str]:
     for row in rows:
         cells = [row["method"], row["budget"] or "–", str(row["seeds"])]
         cells += [_interval(row["pass_at_k"][str(k)]) for k in shown]
-        cells += [_optional(row.get("wall_seconds"), ",.0f"), _optional(row.get("completions"), ",.0f")]
+        cells += [_optional(row.get("wall_seconds"), ",.0f"), "; ".join(row.get("timed_on") or []) or "–"]
+        cells += [_optional(row.get("completions"), ",.0f")]
         cells += [_optional(row.get("truncation_rate"), ".1%"), _optional(row.get("finished_accuracy"), ".3f")]
         cells += [_optional(row.get("stated_wrong_result_rate"), ".1%")] if hacking else []
         lines.append("| " + " | ".join(cells) + " |")
+    machines = sorted({machine for row in rows for machine in row.get("timed_on") or []})
+    if len(machines) > 1:
+        lines += ["", f"Wall times here come from {len(machines)} kinds of machine: compare them only within one."]
     return lines
 
 

@@ -134,6 +134,7 @@ def _own_training_info(entry: Entry) -> dict:
         "completion_tokens": tokens,
         "peak_rss_bytes": summary.peak_rss_bytes if summary else None,
         "peak_memory_of": "the GRPO training process" if entry.kind == "grpo" else "one ES inference server",
+        "machine": summary.machine if summary else None,  # where its wall time was measured
         "train_reward_curve": curve,
         "eval_reward_curve": evals,
     }

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from seedcast.optimizer.machine import describe
 from seedcast.studies.compare import Entry, paired_difference
 from seedcast.studies.pass_at_k_plot import plot_pass_at_k
 
@@ -150,8 +151,9 @@ def markdown(entries: list[Entry], differences: dict, command: str) -> str:
             "",
             "## Training cost",
             "",
-            "| run | method | steps | completion tokens | wall time (s) | peak memory (GiB) | of | final eval |",
-            "|---|---|---|---|---|---|---|---|",
+            "| run | method | steps | completion tokens | wall time (s) | timed on | peak memory (GiB) | of "
+            "| final eval |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for entry in runs:
             t = entry.training
@@ -159,7 +161,7 @@ def markdown(entries: list[Entry], differences: dict, command: str) -> str:
             final = t["eval_reward_curve"][-1][1] if t["eval_reward_curve"] else None
             lines.append(
                 f"| {entry.label} | {t['method'].upper()} | {t['steps']} | {t['completion_tokens']} | "
-                f"{t['wall_seconds']:.0f} | {_num(peak / 2**30 if peak else None, 2)} | "
+                f"{t['wall_seconds']:.0f} | {describe(t.get('machine'))} | {_num(peak / 2**30 if peak else None, 2)} | "
                 f"{t['peak_memory_of']} | {_num(final)} |"
             )
     geometric = [e for e in entries if e.geometry]

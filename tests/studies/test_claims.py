@@ -216,6 +216,25 @@ def test_how_often_answers_state_a_wrong_result_is_shown_per_method_where_measur
     assert all("stated_wrong_result_rate" not in row for row in synthetic)  # no stated result to check
 
 
+def test_each_row_says_where_its_wall_time_was_measured_and_the_table_warns_when_machines_differ(tmp_path):
+    """A GRPO run trained again on a faster machine beside ES timed on the original one: the wall times are not
+    comparable, and the claims say so instead of showing a 3x gap as if it were a budget."""
+    path = tmp_path / "claims.json"
+    fast = {"cpu": "Fast CPU", "cores": 2, "isa": "amx_bf16", "gpu": None}
+    slow = {"cpu": "Slow CPU", "cores": 2, "isa": "avx2", "gpu": None}
+    entries = [_entry("base", 0.05), _entry("grpo@0", 0.3), _entry("grpo@1", 0.3, seed=1), _entry("es:wall@0", 0.1)]
+    for entry, machine, seconds in zip(entries[1:], (fast, fast, slow), (1100.0, 1300.0, 3700.0), strict=True):
+        entry.training = {"wall_seconds": seconds, "completions": 100, "machine": machine}
+    write_claims(path, "countdown", entries, [1, 16], "seedcast compare ...")
+    rows = {row["method"]: row for row in json.loads(path.read_text())["tasks"]["countdown"]["rows"]}
+    assert rows["grpo"]["timed_on"] == ["Fast CPU, 2 cores, amx_bf16, no GPU"] and rows["base"]["timed_on"] == []
+    text = write_claims_report(path).read_text()
+    assert "| 1,200 | Fast CPU, 2 cores, amx_bf16, no GPU |" in text and "| 3,700 | Slow CPU, 2 cores, avx2" in text
+    assert "Wall times here come from 2 kinds of machine: compare them only within one." in text
+    write_claims(path, "countdown", [*entries[:3]], [1, 16], "seedcast compare ...")
+    assert "kinds of machine" not in write_claims_report(path).read_text()  # one kind: nothing to warn of
+
+
 def test_coverage_es_is_judged_against_accuracy_es_at_the_largest_k_and_counts_as_es_against_grpo():
     """ES optimising pass@k (`coverage:wall`) right now and then on every problem; ES optimising accuracy always right
     on the same 24 problems: coverage wins at k = 16 and may lose at k = 1, which is reported, not judged."""

@@ -9,7 +9,7 @@ import pytest
 
 from seedcast.cli import main
 from seedcast.optimizer.config import ConfigError
-from seedcast.optimizer.machine import machine_kind
+from seedcast.optimizer.machine import describe, machine_kind
 from seedcast.studies.compare import paired_difference, parse_entry
 from seedcast.studies.pass_at_k import pass_at_k
 
@@ -119,11 +119,13 @@ def test_compare_report_on_an_es_run_and_a_grpo_run(tmp_path, tiny_model_dir, ca
         assert f"| {label} | " in report
     assert "Paired difference against `base`" in report and "Parameter geometry" in report
     assert "Every entry sampled with hf on cpu, " in report  # one inference for all, so pairs compare models
+    assert report.count(f" | {describe(machine_kind())} | ") == 2  # each run's wall time says where it was timed
     for name in ("pass_at_k.png", "reward_curves.png", "geometry.png"):
         assert (out / name).stat().st_size > 1000
     document = json.loads((out / "compare.json").read_text())
     entries = {e["label"]: e for e in document["entries"]}
     assert entries["es"]["kind"] == "es" and entries["grpo"]["kind"] == "grpo"
+    assert entries["es"]["training"]["machine"] == entries["grpo"]["training"]["machine"] == machine_kind()
     assert set(document["paired_differences"]) == {"es", "grpo"}
     for label in ("es", "grpo"):
         geometry = entries[label]["geometry"]
