@@ -88,6 +88,7 @@ from es_vs_grpo_partial import (
 )
 from es_vs_grpo_retrain import (
     evaluated_run,
+    evaluation_to_fit,
     has_weights,
     lacking_comparisons,
     needs_retraining,
@@ -177,8 +178,9 @@ class Plan:
         One that would not end by --stop-by samples what fits and pauses (calls published; under MIN_PARTIAL_SECONDS
         left, it waits) if its weights outlive the session: a `rebuildable` run's (ES: its update log rebuilds it;
         the base model), or a GRPO run's kept in OUT (`weights_kept`). One whose weights are gone is trained again
-        only with time for all of its evaluation: OUT may not outlive the session. With `runs_first` a rebuildable
-        one waits."""
+        with time for the first part of its evaluation, which pauses and goes on from the same weights trained
+        again in a later session on this kind of machine, or for all of it where calls carried over from another
+        kind would be set aside (`evaluation_to_fit`). With `runs_first` a rebuildable one waits."""
         if self.dry_run and rebuildable:
             return
         if rebuildable and self.runs_first:
@@ -193,9 +195,10 @@ class Plan:
                 if comparison.reuses:
                     share_evaluation(self.folder / comparison.reuses, out, label)
                 measured = evaluated_run(out, label, run_dir)
-                if not rebuildable and needs_retraining(out, label, measured):  # only with time for all of it
+                if not rebuildable and needs_retraining(out, label, measured):
                     lacking = lacking_comparisons(self, label, Path(run_dir))
-                    measured = retrain(self, Path(run_dir), evaluation_estimate(self.task, label, lacking, self.folder))
+                    full = evaluation_estimate(self.task, label, lacking, self.folder)
+                    measured = retrain(self, Path(run_dir), evaluation_to_fit(self, label, lacking, full))
                 if self.dry_run:
                     continue
                 pause = (rebuildable or has_weights(Path(measured))) and overruns(self, label)  # its own weights
@@ -259,8 +262,9 @@ def main() -> None:
         default=None,
         metavar="HH:MM",
         help="start no run that would not end by the next HH:MM (estimated from finished runs; a GRPO run with its "
-        "evaluations, a retraining with all of them, an ES run without): a run cut short starts again; an evaluation"
-        " that would not end pauses, its calls published (a GRPO run's goes on only where OUT keeps its weights). Time "
+        "evaluations, a retraining with the first 15 min of them, an ES run without): a run cut short starts again; an"
+        " evaluation that would not end pauses, its calls published (a GRPO run's goes on where OUT keeps its weights"
+        " or from the same weights retrained on this kind of machine). Time "
         "too short for GRPO's next run goes to the probe and the base model's and probe's evaluations",
     )
     parser.add_argument(

@@ -51,6 +51,23 @@ def _calls_in(text: str) -> tuple[int, int] | None:
     return sum(1 for line in lines[1:] if line.strip()), calls
 
 
+def kinds_carried(partial: Path) -> list[dict | None]:
+    """The kind of machine each finished call of an evaluation's partial record ran on (None for a call recorded
+    before kinds were kept); empty without a readable record."""
+    try:
+        lines = partial.read_text().splitlines()[1:]
+    except OSError:
+        return []
+    kinds = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut off mid-write: studies/eval_resume.py drops it too
+        kinds.append(row.get("machine") if isinstance(row, dict) and isinstance(row.get("machine"), dict) else None)
+    return kinds
+
+
 def share_left(eval_dir: Path) -> float:
     """The fraction of an evaluation's Sample calls still to make: 1.0 unless a partial record says otherwise."""
     made = calls_made(eval_dir / PARTIAL_FILE)

@@ -5,8 +5,13 @@ for the comparisons that existed then are committed, and those comparisons keep 
 comparison added later (the pass@k curve to k = 256) needs weights again: the bench trains the run again from the
 command it recorded (RUN/plan-command.json) into OUT/TASK/NAME~retrained, evaluates that run for the comparisons
 that lack the original's evaluation, and prints whether it reproduced the original's in-training greedy eval
-(GRPO on a CPU is seeded, but its float sums may run in another order). An ES run never needs this: its update log
-rebuilds its weights bit for bit.
+(GRPO on a CPU is seeded, but on another kind of machine its float sums may run in another order). An ES run never
+needs this: its update log rebuilds its weights bit for bit.
+
+On one kind of machine a retraining is bit for bit too (measured: docs/es-vs-grpo.md), so an evaluation of
+retrained weights may pause at --stop-by and go on in a later session on that kind, from weights trained again
+there: the calls carried over name the weights' fingerprint and are mixed in only if it matches
+(`evaluation_to_fit`).
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import json
 import shutil
 from pathlib import Path
 
+from es_vs_grpo_partial import MIN_PARTIAL_SECONDS, PARTIAL_FILE, kinds_carried
 from es_vs_grpo_tasks import TASKS
 from es_vs_grpo_time import grpo_training_seconds
 
+from seedcast.optimizer.machine import machine_kind
 from seedcast.optimizer.run_kinds import run_kind
 from seedcast.studies.compare import ENTRY_FILE, Entry, entry_identity
 
@@ -108,12 +115,25 @@ def _show(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
 
 
+def evaluation_to_fit(plan, label: str, lacking: tuple[str, ...], full: float) -> float:
+    """The seconds of LABEL's evaluation for the comparison folders `lacking` (all of it: `full`) that a retraining
+    must leave time for before --stop-by. Where no call was carried over, or every call carried over ran on this
+    kind of machine, the first MIN_PARTIAL_SECONDS: the rest goes on in a later session here, from the same weights
+    trained again. Calls carried over from another kind of machine (or from before kinds were recorded) were drawn
+    from other bits, and weights retrained here would set them aside, so then all of it must fit."""
+    here = machine_kind()
+    for folder in lacking:
+        if any(kind != here for kind in kinds_carried(plan.folder / folder / "evals" / label / PARTIAL_FILE)):
+            return full
+    return min(full, MIN_PARTIAL_SECONDS)
+
+
 def retrain(plan, run_dir: Path, evaluation: float = 0.0) -> Path:
     """Train a GRPO run again from its recorded command through `plan` (es_vs_grpo.Plan: its `run` skips a finished
     run, prints every command and honours --stop-by), once per run even if several comparisons need it; returns
     the retrained run's folder. `evaluation` is the seconds of evaluation that must follow in this session
-    (es_vs_grpo.Plan.evaluate asks for all of it: OUT, and weights trained into it, may not outlive the session):
-    --stop-by starts no retraining that would not end with it."""
+    (es_vs_grpo.Plan.evaluate asks for `evaluation_to_fit`): --stop-by starts no retraining that would not end
+    with it."""
     again = retrained_dir(run_dir)
     if plan.dry_run and again in plan.retrained:
         return again  # printed for an earlier comparison

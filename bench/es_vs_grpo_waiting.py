@@ -33,9 +33,10 @@ def use_waiting_time(plan, make_es: Callable, stages: tuple[str, ...], grpo_runs
 
 
 def unless_out_of_time(action: Callable, *args) -> OutOfTime | None:
-    """Do `action(*args)`; if it would not end by --stop-by (a GRPO run trained again starts only with time for all
-    of its evaluation), say so and return why instead, so the stages that do not wait on it use the time. The
-    caller raises it before anything that does wait on it."""
+    """Do `action(*args)`; if it would not end by --stop-by (a GRPO run trained again starts only with time for its
+    training and the first part of its evaluation, or all of it: es_vs_grpo_retrain.evaluation_to_fit), say so and
+    return why instead, so the stages that do not wait on it use the time. The caller raises it before anything
+    that does wait on it."""
     try:
         action(*args)
     except OutOfTime as stopped:

@@ -165,19 +165,68 @@ def _retraining_bench(tmp_path, monkeypatch, stop_in: float) -> tuple:
     return plan, original, started, evaluations, counted
 
 
-def test_no_retraining_starts_unless_it_and_all_of_its_evaluation_end_by_stop_by(tmp_path, monkeypatch):
-    """The training (10 min) and the first part of its evaluation fit in 35 min, all 30 min of it do not: weights
-    trained now and calls paused on them would be lost with a session whose OUT does not outlive it."""
-    plan, original, started, evaluations, counted = _retraining_bench(tmp_path, monkeypatch, stop_in=2100.0)
+def test_a_retraining_starts_with_time_for_its_training_and_the_first_part_of_its_evaluation_which_pauses(
+    tmp_path, monkeypatch
+):
+    """Retrained on one kind of machine GRPO's weights come out the same bit for bit, so calls paused on them go on
+    from weights trained again in a later session here: 10 min of training and 15 of its 30 min of evaluation fit
+    in 27 min, and the evaluation samples until --stop-by; with 20 min left nothing starts."""
+    plan, original, started, evaluations, counted = _retraining_bench(tmp_path, monkeypatch, stop_in=1200.0)
     with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
         plan.evaluate("grpo@1", original)
     assert started == [] and counted[-1] == ("compare-256",)  # only the cached comparisons ran
     assert [c[c.index("--out") + 1].rsplit("/", 1)[1] for c in evaluations] == ["compare", "compare-64-tokens"]
+    plan.stop_by = es_vs_grpo.time.time() + 1600.0  # the stubbed training takes no time: 27 min for 30 of sampling
+    evaluations.clear()
+    with pytest.raises(es_vs_grpo.OutOfTime, match="compare-256 evaluation paused"):
+        plan.evaluate("grpo@1", original)
+    assert started == ["grpo"] and _measured(evaluations)["compare-256"] == str(plan.folder / "grpo@1~retrained")
+    assert "--sample-until" in evaluations[-1]
+
+
+def _carried_calls(plan, label: str, machines: list[dict]) -> None:
+    """LABEL's compare-256 partial record as a later session restores it: one finished call per kind given."""
+    record = plan.folder / "compare-256" / "evals" / label / es_vs_grpo_partial.PARTIAL_FILE
+    record.parent.mkdir(parents=True)
+    header = {"fingerprint": "f", "problems": list(range(80)), "options": {"problems_per_call": 1}}
+    calls = [{"call": i, "problems": [i], "seconds": 200.0, "machine": kind} for i, kind in enumerate(machines)]
+    record.write_text("".join(json.dumps(row) + "\n" for row in [header, *calls]))
+
+
+def test_calls_carried_from_another_kind_of_machine_hold_a_retraining_until_all_of_its_evaluation_fits(
+    tmp_path, monkeypatch
+):
+    """Weights retrained here would set aside calls drawn from another kind of machine's bits, so the retraining
+    waits for time for all of its evaluation; calls made on this kind do not hold it."""
+    plan, original, started, evaluations, _ = _retraining_bench(tmp_path, monkeypatch, stop_in=2100.0)
+    here = es_vs_grpo_retrain.machine_kind()
+    _carried_calls(plan, "grpo@1", [here, {**here, "isa": "amx_bf16" if here["isa"] != "amx_bf16" else "avx2"}])
+    with pytest.raises(es_vs_grpo.OutOfTime, match="grpo@1~retrained"):
+        plan.evaluate("grpo@1", original)
+    assert started == []
     plan.stop_by = es_vs_grpo.time.time() + 2500.0  # 40 min and a little: all of it fits, nothing pauses
     evaluations.clear()
     plan.evaluate("grpo@1", original)
     assert started == ["grpo"] and _measured(evaluations)["compare-256"] == str(plan.folder / "grpo@1~retrained")
     assert "--sample-until" not in evaluations[-1]
+
+
+def test_calls_carried_from_this_kind_of_machine_let_a_retraining_start_and_pause_again(tmp_path, monkeypatch):
+    plan, original, started, evaluations, _ = _retraining_bench(tmp_path, monkeypatch, stop_in=1600.0)
+    here = es_vs_grpo_retrain.machine_kind()
+    _carried_calls(plan, "grpo@1", [here, here])
+    with pytest.raises(es_vs_grpo.OutOfTime, match="compare-256 evaluation paused"):
+        plan.evaluate("grpo@1", original)
+    assert started == ["grpo"] and "--sample-until" in evaluations[-1]
+
+
+def test_calls_recorded_before_machines_were_kept_count_as_another_kind(tmp_path):
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    _carried_calls(plan, "grpo@1", [None])
+    full = 1800.0
+    assert es_vs_grpo_retrain.evaluation_to_fit(plan, "grpo@1", ("compare-256",), full) == full
+    assert es_vs_grpo_retrain.evaluation_to_fit(plan, "grpo@2", ("compare-256",), full) == 15 * 60
+    assert es_vs_grpo_retrain.evaluation_to_fit(plan, "grpo@2", ("compare-256",), 300.0) == 300.0
 
 
 def test_a_retrained_run_s_evaluation_pauses_at_stop_by_and_goes_on_later_from_its_kept_weights(tmp_path, monkeypatch):

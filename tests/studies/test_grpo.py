@@ -60,6 +60,20 @@ def test_two_grpo_steps_write_a_run_that_eval_and_compare_can_read(tmp_path, tin
     assert "| steps | 2 |" in card.content and str(tmp_path) not in card.content
 
 
+def test_grpo_trained_again_from_the_same_command_gives_the_same_weights_bit_for_bit(tmp_path, tiny_model_dir):
+    """What lets the bench pause an evaluation of retrained weights and go on from weights trained again in a later
+    session (bench/es_vs_grpo_retrain.py): on one machine, a seeded GRPO run is reproducible to the last bit."""
+    weights = []
+    for name in ("first", "again"):
+        run = tmp_path / name
+        assert main(["grpo", "--run-dir", str(run), "--no-progress", f"model.name={tiny_model_dir}", *TINY_TASK]) == 0
+        weights.append(load_weights(run))
+    base = load_weights(tiny_model_dir)
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    assert any(not torch.equal(weights[0][name], base[name]) for name in weights[0])  # it really trained
+
+
 def test_grpo_prompts_are_exactly_what_the_servers_generate_from(tiny_model_dir):
     config = load_config(
         overrides=[f"model.name={tiny_model_dir}", "task.synthetic_size=5", "task.system_prompt=be brief"]
