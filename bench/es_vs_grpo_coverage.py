@@ -58,10 +58,13 @@ def chosen_k(out: Path, labels: dict[int, str]) -> tuple[int, dict[int, float]]:
     return max(sorted(scores), key=lambda k: scores[k]), scores
 
 
-def coverage_stage(plan, make_es: Callable, sample: Callable, grpo_runs: list[Path], probe: Path) -> dict[str, Path]:
-    """Coverage ES's runs, made and evaluated through `plan` (`make_es` is the bench's `es`, `sample` runs a
-    `seedcast` command): each candidate k at seed 0, the choice of k, then seeds 1 and 2. Returns label -> run
-    folder for the comparisons (empty while the candidates are still to come, as in a dry run)."""
+def coverage_stage(
+    plan, make_es: Callable, sample: Callable[[list[str], Comparison], bool], grpo_runs: list[Path], probe: Path
+) -> dict[str, Path]:
+    """Coverage ES's runs, made and evaluated through `plan` (`make_es` is the bench's `es`, `sample` its
+    `seedcast`, which runs a comparison's command): each candidate k at seed 0, the choice of k, then seeds 1 and
+    2. Returns label -> run folder for the comparisons (empty while the candidates are still to come, as in a dry
+    run)."""
     timed, grpo_wall, pace = wall_reference(plan, make_es, grpo_runs, probe)
     if not pace:
         print("# coverage: its wall budget waits on GRPO and the probe timed on this machine", flush=True)
@@ -73,7 +76,7 @@ def coverage_stage(plan, make_es: Callable, sample: Callable, grpo_runs: list[Pa
         return {}
     out, labels = plan.folder / SELECTION.folder, {k: f"coverage:wall@k{k}" for k in COVERAGE_KS}
     for k, run in candidates.items():
-        sample([*compare_command(plan.task, SELECTION, [f"{labels[k]}={run}"], out), "--evaluate-only"])
+        sample([*compare_command(plan.task, SELECTION, [f"{labels[k]}={run}"], out), "--evaluate-only"], SELECTION)
     publish_evals(out, plan.task, list(labels.values()))
     k, scores = chosen_k(out, labels)
     shown = ", ".join(f"k = {c}: {score:.3f}" for c, score in scores.items())

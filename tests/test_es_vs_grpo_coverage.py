@@ -102,15 +102,20 @@ def test_the_stage_samples_its_candidates_off_the_held_out_stream_then_makes_see
     evaluated, sampled, made = [], [], []
     monkeypatch.setattr(plan, "evaluate", lambda label, run, rebuildable=False: evaluated.append((label, run.name)))
 
-    def sample(command):
+    def sample(command):  # what `seedcast compare` leaves: each candidate's pass@16 on the in-training eval set
+        assert command[:2] == [sys.executable, "-m"] and command[2] == "seedcast.cli"
+        command = command[3:]
         sampled.append(command)
         label = command[1].split("=")[0]
         folder = Path(command[command.index("--out") + 1]) / "evals" / label
         folder.mkdir(parents=True)
         score = 0.7 if label.endswith("k8") else 0.5
         (folder / "results.json").write_text(json.dumps({"pass_at_k": {"16": {"mean": score}}}))
+        return True
 
-    runs = coverage.coverage_stage(plan, _maker(plan.folder, made), sample, grpo, probe)
+    # The bench's own `seedcast`, as run_plan passes it, down to the process it would start.
+    monkeypatch.setattr(es_vs_grpo, "run_until_paused", sample)
+    runs = coverage.coverage_stage(plan, _maker(plan.folder, made), es_vs_grpo.seedcast, grpo, probe)
     assert all(c[c.index("--seed") + 1] == "1000003" and "--exclude-training-seeds" not in c for c in sampled)
     assert len(sampled) == len(coverage.COVERAGE_KS) and all("--evaluate-only" in c for c in sampled)
     assert runs == {
