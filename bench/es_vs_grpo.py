@@ -165,7 +165,8 @@ class Plan:
         print(shlex.join(full), flush=True)
         if not self.dry_run:
             if self.stop_by is not None and time.time() + estimate > self.stop_by:
-                raise OutOfTime(f"{name} would take about {estimate / 60:.0f} min with its evaluations")
+                minutes = estimate / 60
+                raise OutOfTime(f"{name} would take about {minutes:.0f} min, with any evaluation it must finish now")
             require_same_machine(name, timed_against)
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.cli", *full[1:]], check=True)
