@@ -148,6 +148,7 @@ class Plan:
         self.runs_first, self.only, self.comparisons = runs_first, only, comparisons(task, only)
         self.retrained: set[Path] = set()  # GRPO runs trained again (es_vs_grpo_retrain.py)
         self.waiting: OutOfTime | None = None  # a run left for later that the comparisons wait on
+        self.deferred: list[str] = []  # runs whose evaluations --stop-by left for later: the comparisons wait on them
         self.task_overrides = TASKS[task]["overrides"]
 
     def run(
@@ -165,8 +166,7 @@ class Plan:
         print(shlex.join(full), flush=True)
         if not self.dry_run:
             if self.stop_by is not None and time.time() + estimate > self.stop_by:
-                minutes = estimate / 60
-                raise OutOfTime(f"{name} would take about {minutes:.0f} min, with any evaluation it must finish now")
+                raise OutOfTime(f"{name} would take about {estimate / 60:.0f} min, with what it must evaluate now")
             require_same_machine(name, timed_against)
             shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted or outdated run starts again
             subprocess.run([sys.executable, "-m", "seedcast.cli", *full[1:]], check=True)
@@ -189,6 +189,7 @@ class Plan:
             return
         if (rebuildable or weights_kept(run_dir)) and overruns(self, label, MIN_PARTIAL_SECONDS):
             print(f"# {label}: evaluations left for a later invocation", flush=True)
+            self.deferred.append(label)
             return
         for comparison in self.comparisons:
             if comparison.includes(label):
@@ -379,6 +380,8 @@ def run_plan(plan: Plan, args: argparse.Namespace) -> None:
     coverage_runs = coverage_stage(plan, partial(es, plan), seedcast, list(grpo_runs.values()), probe)
     if plan.waiting is not None:  # the comparisons wait on the hybrid's evaluations
         raise plan.waiting
+    if plan.deferred:  # and on those --stop-by left for later, which comparing would make unbounded by it
+        raise OutOfTime(f"the comparisons wait on {', '.join(plan.deferred)}'s evaluations")
     if "compare" not in stages or plan.dry_run:
         return
     if plan.runs_first:  # comparing would make every evaluation --runs-first left, unbounded by --stop-by
