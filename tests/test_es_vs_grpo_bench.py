@@ -19,6 +19,7 @@ import es_vs_grpo_files  # noqa: E402
 import es_vs_grpo_time  # noqa: E402
 
 from seedcast.optimizer.machine import SPEED_FLAGS, describe, machine_kind  # noqa: E402
+from tests.bench_plan_stand_in import COUNTDOWN_TO_THE_END, plan_without_processes  # noqa: E402
 
 
 def _write(path: Path, text: str) -> None:
@@ -262,21 +263,8 @@ def test_countdown_is_judged_under_the_reward_its_runs_trained_on_and_under_the_
 
 
 def test_runs_first_stops_before_the_comparisons_once_every_run_is_done(tmp_path, monkeypatch, capsys):
-    def finished_run(plan, name, *args, **kwargs):
-        run_dir = plan.folder / name
-        _write(run_dir / "summary.json", json.dumps({"method": "grpo", "steps": 2, "wall_seconds": 600.0}))
-        _write(run_dir / "metrics.jsonl", json.dumps({"eval_reward": 0.5}))
-        return run_dir
-
-    compared, evaluated = [], []
-    monkeypatch.setattr(es_vs_grpo, "grpo", finished_run)
-    monkeypatch.setattr(es_vs_grpo, "es", finished_run)
-    monkeypatch.setattr(es_vs_grpo, "restore", lambda folder, task: [])
-    _record_commands(monkeypatch, evaluated)
-    monkeypatch.setattr(es_vs_grpo, "publish_evals", lambda out, task, labels=None: tmp_path / "published")
-    monkeypatch.setattr(es_vs_grpo, "compare", lambda *args: compared.append(args))
-    monkeypatch.setattr(es_vs_grpo, "coverage_stage", lambda *args: {})  # tests/test_es_vs_grpo_coverage.py
-    arguments = argparse.Namespace(task="countdown", until="compare", claims="claims.json")
+    compared, evaluated = plan_without_processes(monkeypatch, tmp_path)
+    arguments = COUNTDOWN_TO_THE_END
     es_vs_grpo.run_plan(es_vs_grpo.Plan("countdown", tmp_path, dry_run=False, runs_first=True), arguments)
     assert compared == [] and "without --runs-first" in capsys.readouterr().out
     labels = {part.split("=")[0] for command in evaluated for part in command if "=" in part and part[0] != "-"}
