@@ -82,11 +82,14 @@ def test_quorum_closes_an_iteration_without_waiting_for_a_straggler():
             )
             started = asyncio.get_running_loop().time()
             reports = await scheduler.run_iteration(_work(16))
-            return reports, scheduler, asyncio.get_running_loop().time() - started
+            return reports, scheduler, asyncio.get_running_loop().time() - started, clients[1].address
 
-    reports, scheduler, elapsed = asyncio.run(main())
+    reports, scheduler, elapsed, straggler = asyncio.run(main())
     assert len(reports) >= 12  # 75% of 16
-    assert scheduler.members_dropped == 1  # the straggler's member, abandoned in flight
+    assert all(r.server != straggler for r in reports.values()), "the straggler's member was waited for"
+    # The straggler's member is abandoned in flight; on a loaded machine the fast server may have one in flight
+    # too when the iteration closes, so it counts every abandoned member, never more than those left unreported.
+    assert 1 <= scheduler.members_dropped <= 16 - len(reports)
     assert elapsed < 2.5, "the iteration waited for the straggler"
 
 
