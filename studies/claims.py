@@ -31,6 +31,9 @@ The claims (Qiu et al. 2025; Ba et al. 2026):
 - `low_temperature_members_raise_pass_at_1` (Countdown's open question): ES-best scoring its members at T = 0.3
   (`lowtemp:wall`, at es:wall's iterations) has a higher sampled pass@1 than ES-best (`es:wall`).
 
+These last three judge a variant of ES-best against ES-best on the variant's own seeds: a variant run on seed 0
+only is set beside `es:wall@0`, not beside the mean of es:wall's three seeds (studies/claims_variants.py).
+
 Each gets `reproduced`, `not reproduced` or `mixed` (the budgets or k disagree, or the point estimate is
 on the claim's side with an interval that reaches 0), with the numbers behind it.
 """

@@ -4,6 +4,7 @@ labels and the ES-vs-GRPO claims are studies/claims.py's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from seedcast.studies.claim_math import difference, verdict
@@ -26,46 +27,83 @@ def is_lowrank(group: Group) -> bool:
     return group.method.rstrip("0123456789") in RANKED_METHODS
 
 
+def _seed(label: str) -> str | None:
+    return label.rpartition("@")[2] if "@" in label else None
+
+
+def on_the_variants_seeds(reference: Group, variant: Group) -> tuple[Group, str]:
+    """The reference restricted to the seeds the variant ran, with the name to show for it. A variant made from
+    fewer seeds than ES-best (`lowtemp:wall@0` beside `es:wall@0..2`) is the same seed's run with one setting
+    changed, so it is judged against that seed's ES-best, not against a mean over seeds it never ran (which would
+    credit it with seed 0 being ES-best's best). The whole reference when the variant has every seed the reference
+    has, or seeds the reference lacks."""
+    seeds = {_seed(label) for label in variant.labels}
+    kept = [i for i, label in enumerate(reference.labels) if _seed(label) in seeds]
+    if None in seeds or len(kept) != len(seeds) or len(kept) == len(reference.labels):
+        return reference, reference.name
+    entropy = [reference.entropy[i] for i in kept] if len(reference.entropy) == len(reference.labels) else []
+    restricted = replace(
+        reference,
+        labels=[reference.labels[i] for i in kept],
+        correct=[reference.correct[i] for i in kept],
+        entropy=entropy,
+        relative_l2=[],
+        wall_seconds=[],
+        timed_on=[],
+        completions=[],
+        truncation_rate=[],
+        finished_accuracy=[],
+        stated_wrong_result=[],
+    )
+    return restricted, f"{reference.name}@{','.join(sorted(_seed(label) or '' for label in restricted.labels))}"
+
+
 def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:
-    """Low-rank ES against full-rank ES at the same members, at pass@1 and at the largest k (None without both)."""
+    """Low-rank ES against full-rank ES at the same members (on the low-rank group's seeds), at pass@1 and at the
+    largest k (None without both)."""
     full = groups.get(FULL_RANK_REFERENCE)
     lowrank = [g for g in groups.values() if is_lowrank(g) and g.budget == "members"]
     if not full or not lowrank:
         return None
-    numbers = {
-        f"{group.name} − {full.name}, pass@{k}": difference(full.pass_at(k), group.pass_at(k))
-        for group in lowrank
-        for k in sorted({1, k_max})
-    }
+    numbers, runs = {}, set()
+    for group in lowrank:
+        same, name = on_the_variants_seeds(full, group)
+        runs.update(same.labels + group.labels)
+        for k in sorted({1, k_max}):
+            numbers[f"{group.name} − {name}, pass@{k}"] = difference(same.pass_at(k), group.pass_at(k))
     return {
         "claim": "lowrank_learns_as_well_as_full_rank",
-        "difference": "low rank − full rank, pass@k",
+        "difference": "low rank − full rank (on the same seeds), pass@k",
         "numbers": numbers,
         "verdict": verdict(list(numbers.values()), tolerate_zero=True),
-        "runs": sorted(full.labels + [label for group in lowrank for label in group.labels]),
+        "runs": sorted(runs),
     }
 
 
 def variant_claim(groups: dict[str, Group], method: str, k_max: int) -> dict | None:
-    """An ES variant's groups (VARIANT_CLAIMS) against ES-best at the same wall time (`es:wall`): the variant's
-    pass@k above ES-best's at the claim's k (the largest measured, or 1), with the other end reported beside it,
-    not judged. None without both, or when the claim is at the largest k and only k = 1 was measured."""
+    """An ES variant's groups (VARIANT_CLAIMS) against ES-best at the same wall time (`es:wall`, on the variant's
+    seeds: on_the_variants_seeds): the variant's pass@k above ES-best's at the claim's k (the largest measured, or
+    1), with the other end reported beside it, not judged. None without both, or when the claim is at the largest
+    k and only k = 1 was measured."""
     claim, which, what = VARIANT_CLAIMS[method]
     reference = groups.get(ACCURACY_REFERENCE)
     variant = [g for g in groups.values() if g.method == method]
     if not reference or not variant or (which == "largest" and k_max == 1):
         return None
     k, other = (k_max, 1) if which == "largest" else (1, k_max)
-    numbers = {
-        f"{g.name} − {reference.name}, pass@{k}": difference(reference.pass_at(k), g.pass_at(k)) for g in variant
-    }
-    beside = {g.name: difference(reference.pass_at(other), g.pass_at(other)) for g in variant} if other != k else {}
+    numbers, beside, runs = {}, {}, set()
+    for g in variant:
+        same, name = on_the_variants_seeds(reference, g)
+        runs.update(same.labels + g.labels)
+        numbers[f"{g.name} − {name}, pass@{k}"] = difference(same.pass_at(k), g.pass_at(k))
+        if other != k:
+            beside[g.name] = difference(same.pass_at(other), g.pass_at(other))
     return {
         "claim": claim,
         "k": k,
-        "difference": f"{what} − ES-best, pass@k",
+        "difference": f"{what} − ES-best (on the same seeds), pass@k",
         "numbers": numbers,
         "verdict": verdict(list(numbers.values())),
         **({f"at_pass_at_{other}": beside} if beside else {}),
-        "runs": sorted(reference.labels + [label for g in variant for label in g.labels]),
+        "runs": sorted(runs),
     }

@@ -284,6 +284,26 @@ def test_low_temperature_members_are_judged_against_es_best_at_pass_at_1_with_th
     assert "at_pass_at_1" not in greedy["low_temperature_members_raise_pass_at_1"]  # judged there already
 
 
+def test_a_variant_on_one_seed_is_judged_against_es_best_on_that_seed_not_its_mean_over_three():
+    # ES-best's seed 0 solves 40 of 64 problems every time, seeds 1 and 2 only 8; the variant made from seed 0
+    # gives seed 0's very answers. Against the three seeds' mean it would look 0.33 better; on its own seed, level.
+    def solving(label: str, solved: int):
+        return _fixed_entry(label, [[problem < solved] * SAMPLES for problem in range(PROBLEMS)])
+
+    best = [solving("es:wall@0", 40), solving("es:wall@1", 8), solving("es:wall@2", 8)]
+    claims = {c["claim"]: c for c in evaluate_claims(group_entries([*best, solving("lowtemp:wall@0", 40)]), 16)}
+    moved = claims["low_temperature_members_raise_pass_at_1"]
+    assert moved["verdict"] == NOT_REPRODUCED
+    assert list(moved["numbers"]) == ["lowtemp:wall − es:wall@0, pass@1"]
+    assert moved["numbers"]["lowtemp:wall − es:wall@0, pass@1"]["mean"] == 0
+    assert moved["runs"] == ["es:wall@0", "lowtemp:wall@0"]
+    # With every seed of its own the variant meets all three, seed for seed.
+    spread = [solving("coverage:wall@0", 48), solving("coverage:wall@1", 16), solving("coverage:wall@2", 16)]
+    covered = {c["claim"]: c for c in evaluate_claims(group_entries([*best, *spread]), 16)}
+    assert list(covered["coverage_fitness_raises_large_k"]["numbers"]) == ["coverage:wall − es:wall, pass@16"]
+    assert covered["coverage_fitness_raises_large_k"]["verdict"] == REPRODUCED
+
+
 def test_the_claims_table_shows_what_a_variant_claim_reports_beside_its_verdict(tmp_path):
     path = tmp_path / "claims.json"
     entries = [_entry("es:wall@0", 0.10), _entry("lowtemp:wall@0", 0.30, seed=5)]
