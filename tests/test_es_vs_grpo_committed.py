@@ -1,6 +1,5 @@
 """The bench's compare commands reproduce the committed comparison reports: the entries it would compare now (every
-run whose record is committed, but for runs trained since a report was made, until the bench makes it again), the
-problems, samples, token budget and claims part each report names."""
+run whose record is committed), the problems, samples, token budget and claims part each report names."""
 
 from __future__ import annotations
 
@@ -70,20 +69,12 @@ def test_the_comparisons_are_the_committed_ones(task, grid_leader):
     # task's is made.
     still_to_come = {"compare-256", "compare-256-strict"} if task == "countdown" else set()
     assert {c.folder for c in es_vs_grpo.comparisons(task)} - {c.folder for c in made} <= still_to_come
-    # Countdown's runs trained after its comparisons were made (the low-temperature run, coverage's once its k is
-    # chosen): the bench evaluates them, committing each evaluation as it ends, and makes those comparisons again
-    # once all are evaluated; until then a report may lack them, and only them.
-    coverage = {f"coverage:wall@{seed}" for seed in es_vs_grpo.SEEDS}
-    unevaluated = {es_vs_grpo_lowtemp.LABEL, *coverage} if task == "countdown" else set()
     for comparison in made:
         report = published / comparison.folder / "report.md"
         line = next(line for line in report.read_text().splitlines() if line.startswith("Command: "))
         committed = shlex.split(line.removeprefix("Command: ").strip("`"))
         measured = {label: _measured_run(comparison.folder, label, path) for label, path in entries.items()}
-        pending = {label for label in unevaluated if not any(word.startswith(f"{label}=") for word in committed)}
-        labelled = [
-            f"{label}={path}" for label, path in measured.items() if comparison.includes(label) and label not in pending
-        ]
+        labelled = [f"{label}={path}" for label, path in measured.items() if comparison.includes(label)]
         out = Path(runs) / comparison.folder
         command = ["seedcast", *es_vs_grpo.compare_command(task, comparison, labelled, out)]
         if comparison.claims_suffix is not None:
