@@ -297,7 +297,7 @@ def test_a_variant_on_one_seed_is_judged_against_es_best_on_that_seed_not_its_me
     assert list(moved["numbers"]) == ["lowtemp:wall − es:wall@0, pass@1"]
     assert moved["numbers"]["lowtemp:wall − es:wall@0, pass@1"]["mean"] == 0
     assert moved["runs"] == ["es:wall@0", "lowtemp:wall@0"]
-    # With every seed of its own the variant meets all three, seed for seed.
+    # A variant with all three seeds is judged against all three, named as the whole group.
     spread = [solving("coverage:wall@0", 48), solving("coverage:wall@1", 16), solving("coverage:wall@2", 16)]
     covered = {c["claim"]: c for c in evaluate_claims(group_entries([*best, *spread]), 16)}
     assert list(covered["coverage_fitness_raises_large_k"]["numbers"]) == ["coverage:wall − es:wall, pass@16"]
