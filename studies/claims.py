@@ -50,7 +50,14 @@ from pathlib import Path
 from seedcast.optimizer.atomic_file import write_atomically
 from seedcast.optimizer.machine import describe
 from seedcast.studies.claim_math import MIXED, NOT_REPRODUCED, REPRODUCED, crossover, difference, verdict
-from seedcast.studies.claims_variants import RANKED_METHODS, VARIANT_CLAIMS, is_lowrank, lowrank_claim, variant_claim
+from seedcast.studies.claims_variants import (
+    RANKED_METHODS,
+    VARIANT_CLAIMS,
+    is_lowrank,
+    lowrank_claim,
+    on_the_variants_seeds,
+    variant_claim,
+)
 from seedcast.studies.pass_at_k import bootstrap_interval, pass_at_k
 
 METHODS = ("base", "es", "grpo", "hybrid", "format", "lowrank", "coverage", "lowtemp")
@@ -268,7 +275,9 @@ def _mean_or_none(values: Sequence[float]) -> float | None:
 def format_control(groups: dict[str, Group], ks: list[int]) -> dict | None:
     """How much of a gain is format: each ES group against the run trained on a format-only reward
     (`format:*`), and that run against the base, paired over problems at pass@1 and the largest k. An ES
-    gain that the format run matches is format; what ES has above it is skill."""
+    gain that the format run matches is format; what ES has above it is skill. An ES group with seeds the control
+    lacks is also set against the control on the control's own seeds (`es:wall@0 − format:wall`): the same seed's
+    run with only the reward changed, free of the spread between seeds."""
     controls = [g for g in groups.values() if g.method == "format"]
     if not controls:
         return None
@@ -279,6 +288,9 @@ def format_control(groups: dict[str, Group], ks: list[int]) -> dict | None:
                 numbers[f"{control.name} − base, pass@{k}"] = difference(groups["base"].pass_at(k), control.pass_at(k))
             for es in _es_groups(groups):
                 numbers[f"{es.name} − {control.name}, pass@{k}"] = difference(control.pass_at(k), es.pass_at(k))
+                same, name = on_the_variants_seeds(es, control)
+                if same is not es:
+                    numbers[f"{name} − {control.name}, pass@{k}"] = difference(control.pass_at(k), same.pass_at(k))
     return {
         "difference": "paired over problems, 95% bootstrap",
         "numbers": numbers,

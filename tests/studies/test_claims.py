@@ -131,6 +131,20 @@ def test_a_gain_the_format_control_matches_is_reported_as_format():
     assert format_control(group_entries([base, es]), [1]) is None  # no control run, no section
 
 
+def test_the_format_control_is_also_set_against_es_on_its_own_seed():
+    # The control is seed 0 only; ES-best's seed 0 solves 40 of 64 problems, its seeds 1 and 2 only 8, the control
+    # 24. Against the three seeds' mean ES looks below the control; on the control's own seed it is well above.
+    def solving(label: str, solved: int):
+        return _fixed_entry(label, [[problem < solved] * SAMPLES for problem in range(PROBLEMS)])
+
+    entries = [solving("es:wall@0", 40), solving("es:wall@1", 8), solving("es:wall@2", 8), solving("format:wall@0", 24)]
+    numbers = format_control(group_entries([*entries, solving("es:completions@0", 24)]), [1, 16])["numbers"]
+    assert numbers["es:wall − format:wall, pass@1"]["mean"] < 0
+    assert numbers["es:wall@0 − format:wall, pass@1"]["mean"] == 0.25  # (40 − 24) / 64
+    assert numbers["es:wall@0 − format:wall, pass@16"]["ci95"][0] > 0
+    assert not any(key.startswith("es:completions@") for key in numbers)  # one seed, the control's: said once
+
+
 def test_the_claims_tables_show_every_task_row_and_verdict_of_the_json(tmp_path):
     path = tmp_path / "claims.json"
     entries = [_entry("base", 0.05, 2.1), _entry("grpo@0", 0.3, 1.1), _entry("es:wall@0", 0.1, 2.1)]
