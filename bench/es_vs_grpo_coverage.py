@@ -12,7 +12,9 @@ eval set (the problems its own eval reward was measured on, never the held-out s
 with the highest pass@16 there is coverage's k (a tie goes to the smaller k). That run is `coverage:wall@0`, as
 GRPO's grid leader is grpo@0, and seeds 1 and 2 are trained at its k.
 
-Wall time is matched only on the machine it was measured on (es_vs_grpo_reference.py).
+Wall time is matched only on the machine it was measured on (es_vs_grpo_reference.py). Once all of coverage's runs
+are made, their recorded iterations are its budget: a later invocation on another kind of machine reuses them and
+times nothing there (timing GRPO again there would train GRPO, then every coverage run at that machine's count).
 """
 
 from __future__ import annotations
@@ -58,6 +60,25 @@ def chosen_k(out: Path, labels: dict[int, str]) -> tuple[int, dict[int, float]]:
     return max(sorted(scores), key=lambda k: scores[k]), scores
 
 
+def run_names() -> list[str]:
+    """Every run the stage makes: the candidates at seed 0, then seeds 1 and 2."""
+    return [f"coverage/k{k}" for k in COVERAGE_KS] + [f"coverage:wall@{seed}" for seed in SEEDS[1:]]
+
+
+def made_iterations(folder: Path) -> int | None:
+    """The iterations coverage's runs were made with, once every one of them is made (its summary and the command
+    that made it recorded) with one count; None before."""
+    counts = set()
+    for name in run_names():
+        recorded = folder / name / "plan-command.json"
+        if not (folder / name / "summary.json").is_file() or not recorded.is_file():
+            return None
+        counts.update(
+            int(word.split("=", 1)[1]) for word in json.loads(recorded.read_text()) if word.startswith("iterations=")
+        )
+    return counts.pop() if len(counts) == 1 else None
+
+
 def coverage_stage(
     plan, make_es: Callable, sample: Callable[[list[str], Comparison], bool], grpo_runs: list[Path], probe: Path
 ) -> dict[str, Path]:
@@ -65,11 +86,15 @@ def coverage_stage(
     `seedcast`, which runs a comparison's command): each candidate k at seed 0, the choice of k, then seeds 1 and
     2. Returns label -> run folder for the comparisons (empty while the candidates are still to come, as in a dry
     run)."""
-    timed, grpo_wall, pace = wall_reference(plan, make_es, grpo_runs, probe)
-    if not pace:
-        print("# coverage: its wall budget waits on GRPO and the probe timed on this machine", flush=True)
-        return {}
-    iterations = iterations_for_wall(grpo_wall, pace)
+    iterations = made_iterations(plan.folder)
+    if iterations is not None:  # made: timed against themselves, so none is made again on another kind of machine
+        timed = [plan.folder / name for name in run_names()]
+    else:
+        timed, grpo_wall, pace = wall_reference(plan, make_es, grpo_runs, probe)
+        if not pace:
+            print("# coverage: its wall budget waits on GRPO and the probe timed on this machine", flush=True)
+            return {}
+        iterations = iterations_for_wall(grpo_wall, pace)
     candidates = {k: make_es(f"coverage/k{k}", iterations, 0, coverage_options(k), timed) for k in COVERAGE_KS}
     if plan.dry_run:
         print("# coverage: its k is chosen once the candidates are sampled on the in-training eval set", flush=True)

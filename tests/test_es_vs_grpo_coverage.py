@@ -37,6 +37,23 @@ def _maker(folder: Path, made: list, wall: float = 100.0, steps: int = 5):
     return make_es
 
 
+def _selection_sampler(sampled: list):
+    """What `seedcast compare` leaves for each candidate: its pass@16 on the in-training eval set (k = 8 best)."""
+
+    def sample(command):
+        assert command[:2] == [sys.executable, "-m"] and command[2] == "seedcast.cli"
+        command = command[3:]
+        sampled.append(command)
+        label = command[1].split("=")[0]
+        folder = Path(command[command.index("--out") + 1]) / "evals" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        score = 0.7 if label.endswith("k8") else 0.5
+        (folder / "results.json").write_text(json.dumps({"pass_at_k": {"16": {"mean": score}}}))
+        return True
+
+    return sample
+
+
 def test_a_coverage_member_makes_es_best_s_completions_and_its_config_is_valid():
     best = load_config("configs/es-best.yaml")
     for k in coverage.COVERAGE_KS:
@@ -102,19 +119,8 @@ def test_the_stage_samples_its_candidates_off_the_held_out_stream_then_makes_see
     evaluated, sampled, made = [], [], []
     monkeypatch.setattr(plan, "evaluate", lambda label, run, rebuildable=False: evaluated.append((label, run.name)))
 
-    def sample(command):  # what `seedcast compare` leaves: each candidate's pass@16 on the in-training eval set
-        assert command[:2] == [sys.executable, "-m"] and command[2] == "seedcast.cli"
-        command = command[3:]
-        sampled.append(command)
-        label = command[1].split("=")[0]
-        folder = Path(command[command.index("--out") + 1]) / "evals" / label
-        folder.mkdir(parents=True)
-        score = 0.7 if label.endswith("k8") else 0.5
-        (folder / "results.json").write_text(json.dumps({"pass_at_k": {"16": {"mean": score}}}))
-        return True
-
     # The bench's own `seedcast`, as run_plan passes it, down to the process it would start.
-    monkeypatch.setattr(es_vs_grpo, "run_until_paused", sample)
+    monkeypatch.setattr(es_vs_grpo, "run_until_paused", _selection_sampler(sampled))
     runs = coverage.coverage_stage(plan, _maker(plan.folder, made), es_vs_grpo.seedcast, grpo, probe)
     assert all(c[c.index("--seed") + 1] == "1000003" and "--exclude-training-seeds" not in c for c in sampled)
     assert len(sampled) == len(coverage.COVERAGE_KS) and all("--evaluate-only" in c for c in sampled)
@@ -129,3 +135,30 @@ def test_the_stage_samples_its_candidates_off_the_held_out_stream_then_makes_see
     ]
     assert sorted(label for label, _ in evaluated) == sorted(runs)
     assert es_vs_grpo.comparisons("synthetic")[0].includes("coverage:wall@1")  # judged with everything else
+
+
+def test_made_runs_are_the_budget_and_nothing_is_timed_again_on_another_kind_of_machine(tmp_path, monkeypatch):
+    # Every coverage run made on another kind of machine (36 iterations there), GRPO and the probe too: an
+    # invocation here (to compare, say) must reuse them, not train GRPO and the probe again, then every coverage
+    # run at this machine's count.
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    grpo = [_finished(plan.folder / f"grpo@{s}", 1000.0, ELSEWHERE) for s in range(3)]
+    probe = _finished(plan.folder / "es:completions@0", 50.0, ELSEWHERE, steps=5)
+    for name in coverage.run_names():
+        _finished(plan.folder / name, 1000.0, ELSEWHERE)
+        (plan.folder / name / "plan-command.json").write_text(json.dumps(["seedcast", "train", "iterations=36"]))
+    assert coverage.made_iterations(plan.folder) == 36
+
+    def timed_again(*args):
+        raise AssertionError("timed again on this machine")
+
+    monkeypatch.setattr(coverage, "wall_reference", timed_again)
+    monkeypatch.setattr(coverage, "publish_evals", lambda *args: None)
+    monkeypatch.setattr(plan, "evaluate", lambda label, run, rebuildable=False: None)
+    monkeypatch.setattr(es_vs_grpo, "run_until_paused", _selection_sampler([]))
+    made = []
+    coverage.coverage_stage(plan, _maker(plan.folder, made), es_vs_grpo.seedcast, grpo, probe)
+    assert [(m[0], m[1]) for m in made] == [(name, 36) for name in coverage.run_names()]
+    assert all(m[4] == ["k2", "k8", "coverage:wall@1", "coverage:wall@2"] for m in made)  # a change is refused here
+    (plan.folder / "coverage:wall@2" / "summary.json").unlink()  # one still to make: the budget is timed again
+    assert coverage.made_iterations(plan.folder) is None
