@@ -13,8 +13,9 @@ with the highest pass@16 there is coverage's k (a tie goes to the smaller k). Th
 GRPO's grid leader is grpo@0, and seeds 1 and 2 are trained at its k.
 
 Wall time is matched only on the machine it was measured on (es_vs_grpo_reference.py). Once all of coverage's runs
-are made, their recorded iterations are its budget: a later invocation on another kind of machine reuses them and
-times nothing there (timing GRPO again there would train GRPO, then every coverage run at that machine's count).
+are made, their recorded iterations are its budget (`made_budget`): a later invocation on another kind of machine
+reuses them and times nothing there (timing GRPO again there would train GRPO, then every coverage run at that
+machine's count).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from es_vs_grpo_files import publish_evals
-from es_vs_grpo_reference import wall_reference
+from es_vs_grpo_reference import made_budget, wall_reference
 from es_vs_grpo_tasks import SEEDS, Comparison, compare_command
 from es_vs_grpo_time import iterations_for_wall
 
@@ -65,20 +66,6 @@ def run_names() -> list[str]:
     return [f"coverage/k{k}" for k in COVERAGE_KS] + [f"coverage:wall@{seed}" for seed in SEEDS[1:]]
 
 
-def made_iterations(folder: Path) -> int | None:
-    """The iterations coverage's runs were made with, once every one of them is made (its summary and the command
-    that made it recorded) with one count; None before."""
-    counts = set()
-    for name in run_names():
-        recorded = folder / name / "plan-command.json"
-        if not (folder / name / "summary.json").is_file() or not recorded.is_file():
-            return None
-        counts.update(
-            int(word.split("=", 1)[1]) for word in json.loads(recorded.read_text()) if word.startswith("iterations=")
-        )
-    return counts.pop() if len(counts) == 1 else None
-
-
 def coverage_stage(
     plan, make_es: Callable, sample: Callable[[list[str], Comparison], bool], grpo_runs: list[Path], probe: Path
 ) -> dict[str, Path]:
@@ -86,7 +73,7 @@ def coverage_stage(
     `seedcast`, which runs a comparison's command): each candidate k at seed 0, the choice of k, then seeds 1 and
     2. Returns label -> run folder for the comparisons (empty while the candidates are still to come, as in a dry
     run)."""
-    iterations = made_iterations(plan.folder)
+    iterations = made_budget(plan.folder, run_names())
     if iterations is not None:  # made: timed against themselves, so none is made again on another kind of machine
         timed = [plan.folder / name for name in run_names()]
     else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from es_vs_grpo_reference import pace_reference, wall_reference
+from es_vs_grpo_reference import full_rank_reference, made_budget, wall_reference
 from es_vs_grpo_tasks import SEEDS, lowrank_options
 from es_vs_grpo_time import iterations_for_wall, seconds_per_iteration, summary
 
@@ -45,8 +45,8 @@ def affordable_population(full_rank_pace: float, paces: dict[int, float]) -> int
 def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) -> dict[str, Path]:
     """Pace each candidate population, then train the largest affordable one at GRPO's wall time; returns label ->
     run folder for the comparisons (empty when none is affordable, in a dry run, or while the reference waits)."""
-    full_rank = pace_reference(plan, make_es, probe)
     name = f"lowrank{WALL_RANK}"
+    full_rank = full_rank_reference(plan, make_es, probe, plan.folder / f"{name}:pace/p{WALL_POPULATIONS[0]}")
     full_rank_record = summary(full_rank)  # empty in a dry run that has still to make it
     full_rank_pace = seconds_per_iteration(full_rank_record) if full_rank_record else None
     pace_runs, paces = {}, {}
@@ -71,11 +71,16 @@ def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Pa
     )
     if chosen is None:
         return {}
-    timed, grpo_wall, reference_pace = wall_reference(plan, make_es, grpo_runs, probe)
-    if not reference_pace:
-        print(f"# {name}:wall: its wall budget waits on GRPO timed on this machine", flush=True)
-        return {}
-    iterations = iterations_for_wall(grpo_wall, summary(pace_runs[chosen]))
+    wall_runs = [f"{name}:wall@{seed}" for seed in SEEDS]
+    iterations = made_budget(plan.folder, wall_runs)
+    if iterations is not None:
+        timed = [plan.folder / run for run in wall_runs]
+    else:
+        timed, grpo_wall, reference_pace = wall_reference(plan, make_es, grpo_runs, probe)
+        if not reference_pace:
+            print(f"# {name}:wall: its wall budget waits on GRPO timed on this machine", flush=True)
+            return {}
+        iterations = iterations_for_wall(grpo_wall, summary(pace_runs[chosen]))
     runs = {}
     for seed in SEEDS:
         label = f"{name}:wall@{seed}"

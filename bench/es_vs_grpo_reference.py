@@ -6,11 +6,14 @@ machine records (the arithmetic task's) or were timed on another kind of machine
 trained again here from each run's recorded command (`NAME~retrained`, the runs the pass@k curve to 256 measures
 anyway) and ES-best's pace from the probe made again here (`es:completions@0~retimed`), so no budget is timed on
 one machine and spent on another. A run made again that an earlier session timed on another kind of machine is
-made again here.
+made again here. A stage whose runs are all made keeps the budget they were made with (`made_budget`), and a
+stage paced on another kind of machine is read with that machine's pace (`full_rank_reference`): a later
+invocation elsewhere (to compare, say) times nothing again and trains nothing.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +32,32 @@ def pace_reference(plan, make_es: Callable, probe: Path) -> Path:
         return probe
     discard_if_timed_elsewhere(plan, plan.folder / RETIMED_PROBE)
     return make_es(RETIMED_PROBE, probe_iterations(plan.task), 0)
+
+
+def made_budget(folder: Path, names: list[str]) -> int | None:
+    """The iterations a stage's wall-matched runs NAMES were made with, once every one is made (its summary and the
+    command that made it recorded) with one count; None before. They are then the stage's budget, timed against
+    themselves: reused as made on any machine, and one whose command changed is refused on another kind."""
+    counts = set()
+    for name in names:
+        recorded = folder / name / "plan-command.json"
+        if not (folder / name / "summary.json").is_file() or not recorded.is_file():
+            return None
+        words = json.loads(recorded.read_text())
+        counts.update(int(word.split("=", 1)[1]) for word in words if word.startswith("iterations="))
+    return counts.pop() if len(counts) == 1 else None
+
+
+def full_rank_reference(plan, make_es: Callable, probe: Path, first_run: Path) -> Path:
+    """ES-best's pace for a stage whose first run `first_run` is paced against it: where that run is made on another
+    kind of machine, the probe (or the probe made again) recorded there, so the stage reads as it was decided there
+    and anything it still lacks is refused here; else `pace_reference`."""
+    made_on = summary(first_run).get("machine")
+    if made_on and made_on != machine_kind():
+        for candidate in (probe, plan.folder / RETIMED_PROBE):
+            if summary(candidate).get("machine") == made_on:
+                return candidate
+    return pace_reference(plan, make_es, probe)
 
 
 def wall_reference(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) -> tuple[list[Path], float, dict]:

@@ -147,7 +147,7 @@ def test_made_runs_are_the_budget_and_nothing_is_timed_again_on_another_kind_of_
     for name in coverage.run_names():
         _finished(plan.folder / name, 1000.0, ELSEWHERE)
         (plan.folder / name / "plan-command.json").write_text(json.dumps(["seedcast", "train", "iterations=36"]))
-    assert coverage.made_iterations(plan.folder) == 36
+    assert reference.made_budget(plan.folder, coverage.run_names()) == 36
 
     def timed_again(*args):
         raise AssertionError("timed again on this machine")
@@ -161,4 +161,4 @@ def test_made_runs_are_the_budget_and_nothing_is_timed_again_on_another_kind_of_
     assert [(m[0], m[1]) for m in made] == [(name, 36) for name in coverage.run_names()]
     assert all(m[4] == ["k2", "k8", "coverage:wall@1", "coverage:wall@2"] for m in made)  # a change is refused here
     (plan.folder / "coverage:wall@2" / "summary.json").unlink()  # one still to make: the budget is timed again
-    assert coverage.made_iterations(plan.folder) is None
+    assert reference.made_budget(plan.folder, coverage.run_names()) is None

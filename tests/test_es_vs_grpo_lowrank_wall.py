@@ -108,3 +108,26 @@ def test_a_dry_run_prints_the_pace_runs_a_real_run_would_make(tmp_path):
     printed.clear()
     assert lowrank_wall.lowrank_wall_stage(plan, make_es, grpo, probe) == {}
     assert printed == ["lowrank1:pace/p32"]
+
+
+def test_a_stage_paced_on_another_kind_of_machine_is_read_with_that_machine_s_pace(tmp_path, monkeypatch, capsys):
+    """Its pace run and the probe made again were recorded on another kind of machine (55 s against 50 s there: none
+    affordable); an invocation here reads that decision, and makes and times nothing again."""
+    elsewhere = {"cpu": "Another CPU", "cores": 64, "isa": "amx_bf16", "gpu": None}
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    for name, wall, steps in (("es:completions@0~retimed", 250.0, 5), ("lowrank1:pace/p32", 110.0, 2)):
+        (plan.folder / name).mkdir(parents=True)
+        record = {"wall_seconds": wall, "steps": steps, "machine": elsewhere}
+        (plan.folder / name / "summary.json").write_text(json.dumps(record))
+    probe = plan.folder / "es:completions@0"  # predates machine records
+    probe.mkdir()
+    (probe / "summary.json").write_text(json.dumps({"wall_seconds": 250.0, "steps": 5}))
+    made = []
+
+    def make_es(name, iterations, seed, extra=(), timed_against=()):
+        made.append((name, [p.name for p in timed_against]))
+        return plan.folder / name  # made already: the bench's Plan.run returns it as it is
+
+    assert lowrank_wall.lowrank_wall_stage(plan, make_es, [], probe) == {}
+    assert made == [("lowrank1:pace/p32", ["es:completions@0~retimed"])]  # no probe made again here
+    assert "full rank (16 members one at a time) 50.0 s" in capsys.readouterr().out
