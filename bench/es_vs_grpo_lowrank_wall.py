@@ -42,11 +42,24 @@ def affordable_population(full_rank_pace: float, paces: dict[int, float]) -> int
     return max(within, default=None)
 
 
+def made_elsewhere(plan, name: str) -> dict[str, Path]:
+    """The stage as another kind of machine left it, when that machine's pace is no longer recorded: its wall runs
+    that are made (evaluated here as any run), none paced or trained again here."""
+    runs = {f"{name}:wall@{seed}": plan.folder / f"{name}:wall@{seed}" for seed in SEEDS}
+    made = {label: run for label, run in runs.items() if (run / "summary.json").is_file()}
+    print(f"# {name}:wall: paced on another kind of machine whose pace is not recorded; kept as made there", flush=True)
+    for label, run in made.items():
+        plan.evaluate(label, run, rebuildable=True)
+    return made
+
+
 def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Path) -> dict[str, Path]:
     """Pace each candidate population, then train the largest affordable one at GRPO's wall time; returns label ->
     run folder for the comparisons (empty when none is affordable, in a dry run, or while the reference waits)."""
     name = f"lowrank{WALL_RANK}"
     full_rank = full_rank_reference(plan, make_es, probe, plan.folder / f"{name}:pace/p{WALL_POPULATIONS[0]}")
+    if full_rank is None:
+        return made_elsewhere(plan, name)
     full_rank_record = summary(full_rank)  # empty in a dry run that has still to make it
     full_rank_pace = seconds_per_iteration(full_rank_record) if full_rank_record else None
     pace_runs, paces = {}, {}

@@ -48,15 +48,17 @@ def made_budget(folder: Path, names: list[str]) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-def full_rank_reference(plan, make_es: Callable, probe: Path, first_run: Path) -> Path:
+def full_rank_reference(plan, make_es: Callable, probe: Path, first_run: Path) -> Path | None:
     """ES-best's pace for a stage whose first run `first_run` is paced against it: where that run is made on another
     kind of machine, the probe (or the probe made again) recorded there, so the stage reads as it was decided there
-    and anything it still lacks is refused here; else `pace_reference`."""
+    and anything it still lacks is refused here, or None when no record of that machine's pace is left (the probe
+    made again since on a third kind); else `pace_reference`."""
     made_on = summary(first_run).get("machine")
     if made_on and made_on != machine_kind():
         for candidate in (probe, plan.folder / RETIMED_PROBE):
             if summary(candidate).get("machine") == made_on:
                 return candidate
+        return None
     return pace_reference(plan, make_es, probe)
 
 

@@ -24,6 +24,14 @@ def _finished(run_dir: Path, wall: float, steps: int) -> Path:
     return run_dir
 
 
+def _unrecorded_probe(folder: Path) -> Path:
+    """The probe as the arithmetic task recorded it: 5 iterations of 50 s, before machines were recorded."""
+    probe = folder / "es:completions@0"
+    probe.mkdir(parents=True)
+    (probe / "summary.json").write_text(json.dumps({"wall_seconds": 250.0, "steps": 5}))
+    return probe
+
+
 def _stage(tmp_path, monkeypatch, paces: dict[int, float]):
     """The stage with GRPO (1,000 s) and the probe (5 iterations of 50 s) timed here; pace runs take `paces`."""
     plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
@@ -119,9 +127,7 @@ def test_a_stage_paced_on_another_kind_of_machine_is_read_with_that_machine_s_pa
         (plan.folder / name).mkdir(parents=True)
         record = {"wall_seconds": wall, "steps": steps, "machine": elsewhere}
         (plan.folder / name / "summary.json").write_text(json.dumps(record))
-    probe = plan.folder / "es:completions@0"  # predates machine records
-    probe.mkdir()
-    (probe / "summary.json").write_text(json.dumps({"wall_seconds": 250.0, "steps": 5}))
+    probe = _unrecorded_probe(plan.folder)
     made = []
 
     def make_es(name, iterations, seed, extra=(), timed_against=()):
@@ -131,3 +137,17 @@ def test_a_stage_paced_on_another_kind_of_machine_is_read_with_that_machine_s_pa
     assert lowrank_wall.lowrank_wall_stage(plan, make_es, [], probe) == {}
     assert made == [("lowrank1:pace/p32", ["es:completions@0~retimed"])]  # no probe made again here
     assert "full rank (16 members one at a time) 50.0 s" in capsys.readouterr().out
+
+
+def test_a_stage_paced_where_no_pace_is_recorded_any_more_is_kept_as_made(tmp_path, capsys):
+    """Paced on one kind of machine, the probe made again since on a third: nothing is paced or trained here."""
+    plan = es_vs_grpo.Plan("synthetic", tmp_path, dry_run=False)
+    third = {"cpu": "A third CPU", "cores": 8, "isa": "avx512_bf16", "gpu": None}
+    pace = plan.folder / "lowrank1:pace/p32"
+    pace.mkdir(parents=True)
+    (pace / "summary.json").write_text(json.dumps({"wall_seconds": 110.0, "steps": 2, "machine": third}))
+    probe = _unrecorded_probe(plan.folder)
+    made = []
+    runs = lowrank_wall.lowrank_wall_stage(plan, lambda *args, **kwargs: made.append(args), [], probe)
+    assert runs == {} and made == []
+    assert "kept as made there" in capsys.readouterr().out
