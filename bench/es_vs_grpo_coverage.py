@@ -73,9 +73,9 @@ def coverage_stage(
     `seedcast`, which runs a comparison's command): each candidate k at seed 0, the choice of k, then seeds 1 and
     2. Returns label -> run folder for the comparisons (empty while the candidates are still to come, as in a dry
     run)."""
-    iterations = made_budget(plan.folder, run_names())
-    if iterations is not None:  # made: timed against themselves, so none is made again on another kind of machine
-        timed = [plan.folder / name for name in run_names()]
+    made = made_budget(plan.folder, run_names())
+    if made:  # timed against themselves, so none is made again on another kind of machine
+        iterations, timed = made
     else:
         timed, grpo_wall, pace = wall_reference(plan, make_es, grpo_runs, probe)
         if not pace:

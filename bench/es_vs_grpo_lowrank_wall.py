@@ -84,10 +84,9 @@ def lowrank_wall_stage(plan, make_es: Callable, grpo_runs: list[Path], probe: Pa
     )
     if chosen is None:
         return {}
-    wall_runs = [f"{name}:wall@{seed}" for seed in SEEDS]
-    iterations = made_budget(plan.folder, wall_runs)
-    if iterations is not None:
-        timed = [plan.folder / run for run in wall_runs]
+    made = made_budget(plan.folder, [f"{name}:wall@{seed}" for seed in SEEDS])
+    if made:
+        iterations, timed = made
     else:
         timed, grpo_wall, reference_pace = wall_reference(plan, make_es, grpo_runs, probe)
         if not reference_pace:

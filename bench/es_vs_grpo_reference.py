@@ -34,10 +34,11 @@ def pace_reference(plan, make_es: Callable, probe: Path) -> Path:
     return make_es(RETIMED_PROBE, probe_iterations(plan.task), 0)
 
 
-def made_budget(folder: Path, names: list[str]) -> int | None:
+def made_budget(folder: Path, names: list[str]) -> tuple[int, list[Path]] | None:
     """The iterations a stage's wall-matched runs NAMES were made with, once every one is made (its summary and the
-    command that made it recorded) with one count; None before. They are then the stage's budget, timed against
-    themselves: reused as made on any machine, and one whose command changed is refused on another kind."""
+    command that made it recorded) with one count, and those runs to time against; None before. They are then the
+    stage's budget, timed against themselves: reused as made on any machine, and one whose command changed is
+    refused on another kind."""
     counts = set()
     for name in names:
         recorded = folder / name / "plan-command.json"
@@ -45,7 +46,7 @@ def made_budget(folder: Path, names: list[str]) -> int | None:
             return None
         words = json.loads(recorded.read_text())
         counts.update(int(word.split("=", 1)[1]) for word in words if word.startswith("iterations="))
-    return counts.pop() if len(counts) == 1 else None
+    return (counts.pop(), [folder / name for name in names]) if len(counts) == 1 else None
 
 
 def full_rank_reference(plan, make_es: Callable, probe: Path, first_run: Path) -> Path | None:

@@ -88,6 +88,11 @@ class Group:
     def name(self) -> str:
         return self.method + (f":{self.budget}" if self.budget else "")
 
+    @property
+    def seeds(self) -> list[str | None]:
+        """Per entry, the seed its label names (None for a label without one)."""
+        return [parse_label(label)[2] for label in self.labels]
+
     def pass_at(self, k: int) -> list[float]:
         """Per problem, pass@k averaged over the seeds."""
         per_seed = [[pass_at_k(len(s), sum(s), k) for s in seed] for seed in self.correct]

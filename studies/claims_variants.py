@@ -27,18 +27,14 @@ def is_lowrank(group: Group) -> bool:
     return group.method.rstrip("0123456789") in RANKED_METHODS
 
 
-def _seed(label: str) -> str | None:
-    return label.rpartition("@")[2] if "@" in label else None
-
-
 def on_the_variants_seeds(reference: Group, variant: Group) -> tuple[Group, str]:
     """The reference restricted to the seeds the variant ran, with the name to show for it. A variant made from
     fewer seeds than ES-best (`lowtemp:wall@0` beside `es:wall@0..2`) is the same seed's run with one setting
     changed, so it is judged against that seed's ES-best, not against a mean over seeds it never ran (which would
     credit it with seed 0 being ES-best's best). The whole reference when the variant has every seed the reference
     has, or seeds the reference lacks."""
-    seeds = {_seed(label) for label in variant.labels}
-    kept = [i for i, label in enumerate(reference.labels) if _seed(label) in seeds]
+    seeds = set(variant.seeds)
+    kept = [i for i, seed in enumerate(reference.seeds) if seed in seeds]
     if None in seeds or len(kept) != len(seeds) or len(kept) == len(reference.labels):
         return reference, reference.name
     entropy = [reference.entropy[i] for i in kept] if len(reference.entropy) == len(reference.labels) else []
@@ -55,7 +51,7 @@ def on_the_variants_seeds(reference: Group, variant: Group) -> tuple[Group, str]
         finished_accuracy=[],
         stated_wrong_result=[],
     )
-    return restricted, f"{reference.name}@{','.join(sorted(_seed(label) or '' for label in restricted.labels))}"
+    return restricted, f"{reference.name}@{','.join(sorted(restricted.seeds))}"
 
 
 def lowrank_claim(groups: dict[str, Group], k_max: int) -> dict | None:

@@ -147,7 +147,10 @@ def test_made_runs_are_the_budget_and_nothing_is_timed_again_on_another_kind_of_
     for name in coverage.run_names():
         _finished(plan.folder / name, 1000.0, ELSEWHERE)
         (plan.folder / name / "plan-command.json").write_text(json.dumps(["seedcast", "train", "iterations=36"]))
-    assert reference.made_budget(plan.folder, coverage.run_names()) == 36
+    assert reference.made_budget(plan.folder, coverage.run_names()) == (
+        36,
+        [plan.folder / n for n in coverage.run_names()],
+    )
 
     def timed_again(*args):
         raise AssertionError("timed again on this machine")
